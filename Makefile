@@ -1,0 +1,48 @@
+# speechlab: `make demo` and `make test` set everything up on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.speechlab-installed
+DEBIAN_PACKAGES := espeak-ng sox festival festvox-us-slt-hts aspell-hi aspell-ta aspell-gu wamerican gettext libsndfile1
+DEMO_OUT ?= exp/demo
+# Tests and the demo are sized for 2 cores; more threads only add contention.
+export OMP_NUM_THREADS ?= 2
+
+.PHONY: setup debian test demo bench clean
+
+setup: debian $(STAMP)
+
+# Installs the Debian packages that are missing; as non-root it names them and stops.
+debian:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "speechlab needs these Debian packages; run as root: apt-get install$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first, by exact pin, so no other requirement can pull a CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest -q -x --durations=15 tests
+
+demo: setup
+	$(VENV)/bin/speechlab demo --out $(DEMO_OUT)
+
+bench: setup
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf exp .pytest_cache

@@ -1,0 +1,251 @@
+"""Typed, frozen dataclass configs loaded from YAML with command-line overrides.
+
+One mechanism for every config in speechlab, so a CLI never repeats the keywords of the
+function it calls: :func:`add_config_args` derives ``--section.field`` options from the
+dataclass, :func:`config_from_args` builds the config from ``--config FILE`` plus those options.
+
+Overrides are ``dotted.key=value`` strings; values are parsed as YAML scalars/lists and then
+checked against the field's annotated type.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from speechlab.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_dataclass_type(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check/convert ``value`` to the annotated type ``tp``; raise ConfigError naming ``key``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"config key {key!r}: {value!r} fits none of {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"config key {key!r}: {value!r} is not one of {list(args)}")
+        return value
+    if _is_dataclass_type(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {key!r}: expected a mapping, got {value!r}")
+        return from_dict(tp, value, prefix=key + ".")
+    if origin in (list, tuple):
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key {key!r}: expected a list, got {value!r}")
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], key) for v in value)
+        if origin is tuple and args:
+            if len(args) != len(value):
+                raise ConfigError(f"config key {key!r}: expected {len(args)} values, got {value!r}")
+            return tuple(_coerce(v, a, key) for v, a in zip(value, args))
+        inner = args[0] if args else Any
+        seq = [_coerce(v, inner, key) for v in value]
+        return tuple(seq) if origin is tuple else seq
+    if origin is dict:
+        if isinstance(value, str):
+            value = yaml.safe_load(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key {key!r}: expected a mapping, got {value!r}")
+        kt, vt = args if args else (Any, Any)
+        return {_coerce(k, kt, key): _coerce(v, vt, key) for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"config key {key!r}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"config key {key!r}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key {key!r}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)  # accepts "inf", "1e-3"
+            except ValueError:
+                pass
+        raise ConfigError(f"config key {key!r}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"config key {key!r}: expected a string, got {value!r}")
+    if tp is Path:
+        return Path(value)
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a (nested) dict, rejecting unknown keys."""
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = set(data) - set(fields)
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {sorted(prefix + k for k in unknown)}; "
+            f"known keys under {prefix or 'top level'}: {sorted(fields)}"
+        )
+    kwargs = {name: _coerce(val, hints[name], prefix + name) for name, val in data.items()}
+    return cls(**kwargs)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """Plain nested dict of a dataclass config (tuples as lists, Paths as strings)."""
+
+    def conv(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {k: conv(x) for k, x in v.items()}
+        if isinstance(v, Path):
+            return str(v)
+        return v
+
+    return conv(cfg)
+
+
+def _set_dotted(d: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+        if not isinstance(d, dict):
+            raise ConfigError(f"override {key!r}: {p!r} is not a section")
+    d[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"train.lr=1e-3"`` -> ``("train.lr", 0.001)`` (value parsed as YAML)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form key=value")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None,
+                base: T | None = None) -> T:
+    """Load ``cls`` from ``base`` (or defaults), then a YAML ``path``, then ``key=value`` overrides."""
+    data: dict[str, Any] = to_dict(base) if base is not None else {}
+    if path is not None:
+        path = Path(path)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at top level")
+        _deep_update(data, loaded)
+    for ov in overrides or []:
+        k, v = parse_override(ov)
+        _set_dotted(data, k, v)
+    try:
+        return from_dict(cls, data)
+    except ConfigError as e:
+        where = f" (from {path})" if path is not None else ""
+        raise ConfigError(f"{e}{where}") from None
+
+
+def _deep_update(dst: dict[str, Any], src: dict[str, Any]) -> None:
+    for k, v in src.items():
+        if isinstance(v, dict) and isinstance(dst.get(k), dict):
+            _deep_update(dst[k], v)
+        else:
+            dst[k] = v
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    from speechlab.utils import atomic_write_text
+
+    atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True))
+
+
+def _flat_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
+    out = []
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        tp = hints[f.name]
+        if _is_dataclass_type(tp):
+            out.extend(_flat_fields(tp, prefix + f.name + "."))
+        else:
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+                default = f.default_factory()  # type: ignore[misc]
+            else:
+                default = None
+            out.append((prefix + f.name, tp, default))
+    return out
+
+
+def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add ``--config FILE``, ``--set key=value`` and one ``--dotted.key`` option per field."""
+    parser.add_argument("--config", type=Path, default=None, help="YAML config file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key (repeatable)")
+    group = parser.add_argument_group(f"{cls.__name__} options")
+    for name, tp, default in _flat_fields(cls):
+        group.add_argument(f"--{name}", dest=f"cfg__{name}", default=None, metavar="V",
+                           help=f"(default: {default!r})")
+
+
+def config_from_args(cls: type[T], args: argparse.Namespace, base: T | None = None) -> T:
+    """Build ``cls`` from parsed args: base/defaults < --config file < --dotted options < --set."""
+    overrides = []
+    for name, _tp, _d in _flat_fields(cls):
+        v = getattr(args, f"cfg__{name}", None)
+        if v is not None:
+            overrides.append(f"{name}={v}")
+    overrides.extend(getattr(args, "overrides", []) or [])
+    return load_config(cls, getattr(args, "config", None), overrides, base=base)
