@@ -1,1 +1,30 @@
+"""Scoring: word/character error rates, LID accuracy and bootstrap confidence intervals."""
 
+from speechlab.metrics.error_rate import (
+    ErrorRate,
+    UtteranceErrors,
+    align_words,
+    cer,
+    wer,
+    werr,
+    word_weighted_average,
+)
+from speechlab.metrics.lid import LidAccuracy, lid_accuracy, lid_by_script, script_of
+from speechlab.metrics.stats import PairedBootstrap, bootstrap_ci, paired_bootstrap
+
+__all__ = [
+    "ErrorRate",
+    "LidAccuracy",
+    "PairedBootstrap",
+    "UtteranceErrors",
+    "align_words",
+    "bootstrap_ci",
+    "cer",
+    "lid_accuracy",
+    "lid_by_script",
+    "paired_bootstrap",
+    "script_of",
+    "wer",
+    "werr",
+    "word_weighted_average",
+]

@@ -1,0 +1,120 @@
+"""``speechlab score``: WER/CER of a Kaldi-style hypothesis file against a reference file.
+
+Both files hold one utterance per line, ``utt-id word word ...`` (an id alone is an empty
+transcript). Every utterance must appear exactly once on each side; a malformed line or an id
+present on one side only is reported with the file and line it comes from. The file paths and
+the ``--cer`` switch are plain options; the scoring options (bootstrap level, resamples, seed,
+whether CER keeps spaces) come from :class:`ScoreConfig` through ``speechlab.config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+
+from speechlab.config import add_config_args, config_from_args, to_dict
+from speechlab.errors import DataError, where
+from speechlab.metrics.error_rate import ErrorRate, cer, wer
+from speechlab.metrics.stats import bootstrap_ci
+from speechlab.utils import atomic_write_json
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """Options of ``speechlab score`` besides the input/output files."""
+
+    spaces: bool = False  # with --cer: score the space between words as a character too
+    level: float = 0.95  # confidence level of the bootstrap interval
+    num_resamples: int = 1000  # bootstrap replicates; 0 skips the interval
+    seed: int = 0
+
+
+def read_transcripts(path: str | Path) -> dict[str, str]:
+    """Read a Kaldi ``text`` file into ``{utt_id: transcript}`` (file order kept)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, expected a text file") from None
+    out: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for lineno, raw in enumerate(data.splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise DataError(f"{where(path, lineno)}: not valid UTF-8 ({e.reason} at byte "
+                            f"{e.start}); re-encode the file as UTF-8") from None
+        parts = line.split(maxsplit=1)
+        if not parts:
+            raise DataError(f"{where(path, lineno)}: empty line; every line must read "
+                            "'utt-id word word ...'")
+        utt = parts[0]
+        if utt in out:
+            raise DataError(f"{where(path, lineno, utt)}: duplicate utterance id (first seen on "
+                            f"line {first_line[utt]}); each utterance must appear once")
+        out[utt] = parts[1].strip() if len(parts) > 1 else ""
+        first_line[utt] = lineno
+    if not out:
+        raise DataError(f"{path}: no utterances (the file is empty)")
+    return out
+
+
+def _missing(ids: list[str], in_path: Path, from_path: Path) -> DataError:
+    shown = ", ".join(repr(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+    return DataError(f"{in_path}: {len(ids)} utterance id(s) of {from_path} are missing "
+                     f"({shown}); score the same utterances on both sides")
+
+
+def score_files(ref_path: str | Path, hyp_path: str | Path, *, char: bool = False,
+                spaces: bool = False) -> ErrorRate:
+    """WER (or CER with ``char``) of the hypothesis file against the reference file."""
+    ref_path, hyp_path = Path(ref_path), Path(hyp_path)
+    refs = read_transcripts(ref_path)
+    hyps = read_transcripts(hyp_path)
+    no_hyp = [u for u in refs if u not in hyps]
+    if no_hyp:
+        raise _missing(no_hyp, hyp_path, ref_path)
+    no_ref = [u for u in hyps if u not in refs]
+    if no_ref:
+        raise _missing(no_ref, ref_path, hyp_path)
+    ids = list(refs)
+    ref_texts = [refs[u] for u in ids]
+    hyp_texts = [hyps[u] for u in ids]
+    if char:
+        return cer(ref_texts, hyp_texts, ids, spaces=spaces)
+    return wer(ref_texts, hyp_texts, ids)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(ScoreConfig, args)
+    result = score_files(args.ref, args.hyp, char=args.cer, spaces=cfg.spaces)
+    print(result)
+    print(f"%SER {100 * result.sentence_error_rate:.2f} [ {result.sentence_errors} / "
+          f"{result.sentences} ]")
+    summary = {"ref": str(args.ref), "hyp": str(args.hyp), "config": to_dict(cfg)}
+    if cfg.num_resamples > 0:
+        low, high = bootstrap_ci(result, level=cfg.level, num_resamples=cfg.num_resamples,
+                                 seed=cfg.seed)
+        print(f"{100 * cfg.level:g}% CI (bootstrap over utterances, {cfg.num_resamples} "
+              f"resamples): [{100 * low:.2f}, {100 * high:.2f}]")
+        summary["ci"] = {"level": cfg.level, "low": low, "high": high}
+    if args.json is not None:
+        summary.update(result.to_dict(per_utterance=True))
+        atomic_write_json(args.json, summary)
+    return 0
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("score", help="WER/CER of a hypothesis text file",
+                              description="WER/CER of a Kaldi-style hypothesis "
+                              "text file against a reference text file.")
+    p.add_argument("--ref", type=Path, required=True, help="reference text (utt-id words...)")
+    p.add_argument("--hyp", type=Path, required=True, help="hypothesis text (utt-id words...)")
+    p.add_argument("--cer", action="store_true", help="character instead of word error rate")
+    p.add_argument("--json", type=Path, default=None, metavar="OUT",
+                   help="also write counts, interval and per-utterance details as JSON")
+    add_config_args(p, ScoreConfig)
+    p.set_defaults(func=run)

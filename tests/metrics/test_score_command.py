@@ -1,0 +1,101 @@
+"""``speechlab score``: results on Kaldi text files and errors naming file, line, utterance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from speechlab.errors import DataError
+from speechlab.metrics import cer, wer
+from speechlab.metrics.commands import add_commands, read_transcripts, score_files
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="speechlab")
+    add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+@pytest.fixture
+def files(tmp_path):
+    ref = tmp_path / "ref.txt"
+    hyp = tmp_path / "hyp.txt"
+    ref.write_text("u1 the cat sat\nu2 on the mat\nu3\nu4 नमस्ते दुनिया\n", encoding="utf-8")
+    # Different order, CRLF line ends and extra spaces must not matter.
+    hyp.write_text("u2 on a mat\r\nu1 the cat  sat\r\nu4 नमस्ते\r\nu3 uh\r\n", encoding="utf-8")
+    return ref, hyp
+
+
+def test_score_matches_wer(files, tmp_path, capsys):
+    ref, hyp = files
+    out = tmp_path / "sub" / "score.json"
+    assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--json", str(out),
+                 "--num_resamples", "200"]) == 0
+    expected = wer(["the cat sat", "on the mat", "", "नमस्ते दुनिया"],
+                   ["the cat sat", "on a mat", "uh", "नमस्ते"], ids=["u1", "u2", "u3", "u4"])
+    printed = capsys.readouterr().out
+    assert str(expected) in printed and "%SER 75.00 [ 3 / 4 ]" in printed
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert doc["errors"] == expected.errors == 3 and doc["ref_words"] == 8
+    assert [u["utt_id"] for u in doc["per_utterance"]] == ["u1", "u2", "u3", "u4"]
+    assert doc["ci"]["low"] <= doc["wer"] <= doc["ci"]["high"]
+    assert doc["config"]["num_resamples"] == 200
+
+
+def test_score_cer(files, capsys):
+    ref, hyp = files
+    res = score_files(ref, hyp, char=True)
+    assert res == cer(["the cat sat", "on the mat", "", "नमस्ते दुनिया"],
+                      ["the cat sat", "on a mat", "uh", "नमस्ते"])
+    assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--cer",
+                 "--spaces", "true", "--num_resamples", "0"]) == 0
+    assert capsys.readouterr().out.startswith("%CER ")
+
+
+@pytest.mark.parametrize("content, message", [
+    ("u1 a b\n\nu2 c\n", "ref.txt:2: empty line"),
+    ("u1 a b\nu2 c\nu1 d\n",
+     "ref.txt:3 (utterance 'u1'): duplicate utterance id (first seen on line 1)"),
+    ("", "ref.txt: no utterances"),
+])
+def test_malformed_reference_names_file_and_line(tmp_path, content, message):
+    ref = tmp_path / "ref.txt"
+    ref.write_text(content, encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_transcripts(ref)
+    assert message in str(e.value)
+
+
+def test_bad_encoding_names_line(tmp_path):
+    ref = tmp_path / "ref.txt"
+    ref.write_bytes(b"u1 ok\nu2 caf\xe9\n")
+    with pytest.raises(DataError, match=r"ref\.txt:2: not valid UTF-8"):
+        read_transcripts(ref)
+
+
+def test_missing_utterances_are_named(tmp_path, files):
+    ref, hyp = files
+    short = tmp_path / "short.txt"
+    short.write_text("u1 the cat sat\nu2 on the mat\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        score_files(ref, short)
+    msg = str(e.value)
+    assert str(short) in msg and "'u3', 'u4'" in msg and "2 utterance" in msg
+    with pytest.raises(DataError) as e:
+        score_files(short, hyp)
+    assert str(short) in str(e.value) and "'u4'" in str(e.value)
+    with pytest.raises(DataError, match="no such file"):
+        score_files(tmp_path / "nope.txt", hyp)
+
+
+def test_command_raises_user_error(tmp_path, files):
+    # cli.main turns a DataError into one "speechlab: error: ..." line; the command must raise
+    # it (not exit or print) so that happens.
+    ref, _ = files
+    bad = tmp_path / "bad.txt"
+    bad.write_text("u1 x\nu1 y\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad\.txt:2"):
+        _run(["score", "--ref", str(ref), "--hyp", str(bad)])

@@ -1,0 +1,65 @@
+"""Plot helpers write real PNGs atomically; the heatmap puts each row where it says."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+from speechlab.report.plots import bar_plot, heatmap, line_plot
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_line_and_bar_plots(tmp_path):
+    p = line_plot([1, 2, 3], {"vanilla": [3.0, 2.0, 1.5], "multi-softmax": [2.5, 1.8, 1.2]},
+                  path=tmp_path / "curve.png", xlabel="epoch", ylabel="loss", title="Loss")
+    w, h = _png_size(p)
+    assert w > 300 and h > 200
+    per_series_x = line_plot({"a": [1, 10, 100], "b": [1, 10]}, {"a": [1, 2, 3], "b": [3, 1]},
+                             path=tmp_path / "log.png", logx=True)
+    b = bar_plot(["En-IN", "Hi-IN"], {"mono": [24.67, 16.2], "ms": [23.35, 17.2]},
+                 path=tmp_path / "bars.png", ylabel="WER [%]", value_labels=True)
+    assert per_series_x.read_bytes() != b.read_bytes()
+    # Nothing but the finished images is left in the directory.
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["bars.png", "curve.png", "log.png"]
+
+
+def test_plot_argument_errors(tmp_path):
+    with pytest.raises(ValueError, match=r"\.png"):
+        line_plot([1], {"a": [1]}, path=tmp_path / "x.pdf")
+    with pytest.raises(ValueError, match="'a' has 2 values for 3"):
+        line_plot([1, 2, 3], {"a": [1, 2]}, path=tmp_path / "x.png")
+    with pytest.raises(ValueError, match="categories"):
+        bar_plot(["x"], {"a": [1, 2]}, path=tmp_path / "x.png")
+    with pytest.raises(ValueError, match="2-D"):
+        heatmap(np.zeros(3), path=tmp_path / "x.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _bright_and_dark_rows(path) -> tuple[float, float]:
+    """Mean pixel row of the brightest (viridis yellow) and darkest (viridis purple) pixels."""
+    img = imread(path)[..., :3]
+    yellow = np.array([0.993, 0.906, 0.144])
+    purple = np.array([0.267, 0.005, 0.329])
+    rows = np.arange(img.shape[0])[:, None].repeat(img.shape[1], axis=1)
+    near = lambda c: np.abs(img - c).sum(axis=-1) < 0.1  # noqa: E731
+    return rows[near(yellow)].mean(), rows[near(purple)].mean()
+
+
+@pytest.mark.parametrize("origin", ["upper", "lower"])
+def test_heatmap_orientation(tmp_path, origin):
+    m = torch.zeros(6, 8, requires_grad=True) + 0.0  # a tensor still in an autograd graph
+    m = m + torch.nn.functional.one_hot(torch.zeros(8, dtype=torch.long), 6).T.float()
+    p = heatmap(m, path=tmp_path / "att.png", origin=origin, colorbar=False,
+                xticklabels=[str(i) for i in range(8)], yticklabels=list("abcdef"))
+    bright, dark = _bright_and_dark_rows(p)
+    # Row 0 holds the ones: at the top of the image for "upper", at the bottom for "lower".
+    assert (bright < dark) == (origin == "upper")
