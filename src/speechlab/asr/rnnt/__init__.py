@@ -1,1 +1,49 @@
+"""Multi-softmax streaming multilingual RNN-T (Joshi et al.): models, search, LID-free decoding.
 
+Parts: ``encoder`` (stacked-fbank LSTM), ``predictor`` (embedding + LSTM), ``joiner``
+(shared projections, per-language output layers), ``model`` (the family and its ``build``
+factory), ``search`` (greedy/beam, streaming), ``multilingual_decode`` (parallel per-language
+decoders picked by the LID head), ``early_stop`` (Section 6.3). The loss lives in ``loss``.
+"""
+
+from speechlab.asr.rnnt.config import (
+    VARIANTS,
+    DecodeConfig,
+    EarlyStopConfig,
+    ModelDims,
+    RNNTConfig,
+    SearchConfig,
+    VariantSpec,
+)
+from speechlab.asr.rnnt.early_stop import EarlyStopper, active_frames, t_avg
+from speechlab.asr.rnnt.model import (
+    RNNT,
+    Route,
+    UnionMap,
+    build,
+    build_from_config,
+    count_parameters,
+    format_parameter_table,
+    lid_ce_loss,
+    parameter_table,
+)
+from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder, LidFreeResult, decode_lid_free
+from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, PRESETS
+from speechlab.asr.rnnt.search import (
+    SEARCHES,
+    BeamSearch,
+    GreedySearch,
+    StreamingDecoder,
+    TransducerScorer,
+    decode,
+    make_search,
+)
+
+__all__ = [
+    "PAPER_TABLE6", "PAPER_VOCAB_SIZES", "PRESETS", "RNNT", "SEARCHES", "VARIANTS", "BeamSearch",
+    "DecodeConfig", "EarlyStopConfig", "EarlyStopper", "GreedySearch", "LidFreeDecoder",
+    "LidFreeResult", "ModelDims", "RNNTConfig", "Route", "SearchConfig", "StreamingDecoder",
+    "TransducerScorer", "UnionMap", "VariantSpec", "active_frames", "build", "build_from_config",
+    "count_parameters", "decode", "decode_lid_free", "format_parameter_table", "lid_ce_loss",
+    "make_search", "parameter_table", "t_avg",
+]

@@ -1,0 +1,217 @@
+"""The RNN-T family on the tiny preset: shapes, routing, gradients, streaming encoder."""
+
+import importlib.util
+import random
+
+import pytest
+import torch
+
+from speechlab.asr.rnnt import PRESETS, VARIANTS, RNNTConfig, UnionMap, build, build_from_config, lid_ce_loss
+from speechlab.errors import ConfigError, DataError
+
+VOCAB = {"en": 7, "hi": 5, "ta": 6}
+DIMS = PRESETS["tiny"]
+
+
+def make(variant, seed=0):
+    torch.manual_seed(seed)
+    return build(variant, {"en": 7} if variant == "mono" else VOCAB, "tiny")
+
+
+def batch(B=3, T=13, U=4, vocab=5, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, DIMS.feature_dim, generator=g)
+    x_lens = torch.tensor([T] + [max(1, T - 3 * i) for i in range(1, B)])
+    y = torch.randint(1, vocab, (B, U), generator=g)
+    y_lens = torch.tensor([U] + [max(0, U - i) for i in range(1, B)])
+    return x, x_lens, y, y_lens
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_forward_shapes(variant):
+    model = make(variant)
+    lang = None if variant == "mono" else "hi"
+    V = {"mono": 7, "vanilla": 16, "onehot": 16}.get(variant, 5)  # union: 6 + 4 + 5 + blank
+    x, x_lens, y, y_lens = batch(vocab=V)
+    out = model(x, x_lens, y, y_lens, lang)
+    T_enc = -(-13 // DIMS.stride)
+    assert out["logits"].shape == (3, T_enc, 5, V)
+    assert out["enc_lens"].tolist() == [-(-n // DIMS.stride) for n in x_lens.tolist()]
+    assert out["pred"].shape == (3, 5, DIMS.predictor_dim)
+    assert out["vocab_size"] == V
+    torch.testing.assert_close(out["joint"](out["enc"][:, :2], out["pred"]), out["logits"][:, :2])
+    if variant == "multisoftmax_lid":
+        assert out["lid_logits"].shape == (3, T_enc, 3)
+    else:
+        assert "lid_logits" not in out
+
+
+def test_target_padding_value_does_not_matter():
+    model = make("multisoftmax")
+    x, x_lens, y, y_lens = batch()
+    padded = y.clone()
+    for b, n in enumerate(y_lens.tolist()):
+        padded[b, n:] = -1
+    torch.testing.assert_close(model(x, x_lens, padded, y_lens, "hi")["logits"],
+                               model(x, x_lens, y, y_lens, "hi")["logits"])
+
+
+def test_union_map():
+    u = UnionMap(("en", "hi", "ta"), (7, 5, 6))
+    assert u.size == 16
+    assert u.to_union("hi", [0, 1, 4]) == [0, 7, 10]
+    for lang, v in zip(u.languages, u.vocab_sizes):
+        for i in range(1, v):
+            assert u.to_local(u.to_union(lang, [i])[0]) == (lang, i)
+    assert u.language_of([1, 8, 9, 0]) == "hi" and u.language_of([0]) is None
+    with pytest.raises(ValueError):
+        u.to_local(16)
+
+
+def test_bad_inputs_raise_clear_errors():
+    with pytest.raises(ConfigError, match="unknown RNN-T variant"):
+        build("bilingual", VOCAB, "tiny")
+    with pytest.raises(ConfigError, match="exactly one language"):
+        build("mono", VOCAB, "tiny")
+    with pytest.raises(ConfigError, match="unknown model preset"):
+        build("mono", {"en": 5}, "huge")
+    model = make("multisoftmax")
+    x, x_lens, y, y_lens = batch()
+    with pytest.raises(DataError, match="unknown language 'fr'"):
+        model(x, x_lens, y, y_lens, "fr")
+    with pytest.raises(DataError, match="exactly one language"):
+        model(x, x_lens, y, y_lens, ["en", "hi", "hi"])
+    with pytest.raises(DataError, match="label id 5 is outside 1..4"):
+        model(x, x_lens, torch.full_like(y, 5), y_lens, "hi")
+    with pytest.raises(DataError, match=r"features \(B, T, 8\)"):
+        model(x[..., :3], x_lens, y, y_lens, "hi")
+    with pytest.raises(DataError, match="needs the language"):
+        make("onehot").encode(x, x_lens)
+
+
+def test_build_from_config_dims_override():
+    cfg = RNNTConfig(variant="multisoftmax_lsp", vocab_sizes=VOCAB, preset="tiny",
+                     dims=DIMS.__class__(feature_dim=4, stack=2, stride=1, encoder_layers=1,
+                                         encoder_dim=5, embed_dim=3, predictor_layers=1,
+                                         predictor_dim=4, joint_dim=6))
+    model = build_from_config(cfg)
+    assert model.config == cfg and len(model.predictor.lstms) == 3
+    assert model.encoder.lstm.input_size == 8
+
+
+def test_lid_ce_gradient_reaches_only_encoder_and_lid_head():
+    model = make("multisoftmax_lid")
+    x, x_lens, y, y_lens = batch()
+    out = model(x, x_lens, y, y_lens, "ta")
+    loss = lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"])
+    loss.backward()
+    for name, p in model.named_parameters():
+        reached = p.grad is not None and bool(p.grad.abs().sum() > 0)
+        assert reached == name.startswith(("encoder.", "lid_head.")), name
+
+
+def test_lid_ce_loss_ignores_padding_and_matches_direct_mean():
+    logits = torch.randn(2, 4, 3)
+    lens = torch.tensor([4, 2])
+    ids = torch.tensor([2, 0])
+    direct = torch.cat([-logits[0].log_softmax(-1)[:, 2], -logits[1, :2].log_softmax(-1)[:, 0]]).mean()
+    torch.testing.assert_close(lid_ce_loss(logits, lens, ids), direct)
+
+
+@pytest.mark.parametrize("variant", ["multisoftmax", "multisoftmax_lsp", "multisoftmax_lid"])
+def test_other_languages_get_no_gradient(variant):
+    model = make(variant)
+    x, x_lens, y, y_lens = batch(vocab=5)
+    out = model(x, x_lens, y, y_lens, "hi")
+    # Any function of the logits stands in for the RNN-T loss here.
+    (out["logits"].log_softmax(-1)[..., 0].mean() + out.get("lid_logits", torch.zeros(1)).sum() * 0).backward()
+    hi = model.languages.index("hi")
+    lsp = variant == "multisoftmax_lsp"
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        if parts[0] == "lid_head":
+            continue
+        per_language = parts[1] in ("embeddings", "outputs") or (parts[1] == "lstms" and lsp)
+        used = not per_language or int(parts[2]) == hi
+        assert (p.grad is not None) == used, name
+        if used:
+            assert p.grad.abs().sum() > 0, name
+
+
+def test_onehot_uses_the_language_and_vanilla_does_not():
+    x, x_lens, y, y_lens = batch(vocab=16)
+    onehot = make("onehot")
+    a = onehot(x, x_lens, y, y_lens, "en")["logits"]
+    b = onehot(x, x_lens, y, y_lens, ["ta", "ta", "ta"])["logits"]
+    assert not torch.allclose(a, b)
+    vanilla = make("vanilla")
+    torch.testing.assert_close(vanilla(x, x_lens, y, y_lens, "en")["logits"],
+                               vanilla(x, x_lens, y, y_lens, None)["logits"])
+
+
+def reference_stack(x, stack, stride):
+    """Direct loop: frame j = x[jR-S+1 .. jR] (zeros before the start), oldest first."""
+    T, F = x.shape
+    rows = []
+    for t in range(0, T, stride):
+        parts = [x[i] if i >= 0 else torch.zeros(F) for i in range(t - stack + 1, t + 1)]
+        rows.append(torch.cat(parts))
+    return torch.stack(rows) if rows else torch.zeros(0, stack * F)
+
+
+def test_frame_stacking_matches_direct_loop():
+    enc = make("mono").encoder
+    x, x_lens, _, _ = batch(T=11)
+    stacked, lens, _, _ = enc._stack(x, x_lens, enc.init_state(3))
+    for b in range(3):
+        ref = reference_stack(x[b, : x_lens[b]], DIMS.stack, DIMS.stride)
+        assert lens[b] == ref.shape[0]
+        torch.testing.assert_close(stacked[b, : lens[b]], ref)
+        assert stacked[b, lens[b]:].abs().sum() == 0
+
+
+@pytest.mark.parametrize("variant", ["mono", "onehot"])
+def test_streaming_encoder_equals_full_for_random_chunks(variant):
+    model = make(variant).eval()
+    lang = None if variant == "mono" else ["en", "ta", "hi"]
+    x, x_lens, _, _ = batch(T=23)
+    full, full_lens = model.encode(x, x_lens, lang)
+    rng = random.Random(5)
+    for _trial in range(3):
+        state = model.init_state(3)
+        pieces, got_lens = [[] for _ in range(3)], torch.zeros(3, dtype=torch.long)
+        pos = torch.zeros(3, dtype=torch.long)
+        while bool((pos < x_lens).any()):
+            # Each row gets its own chunk length (0 allowed), as a batched server would see.
+            n = torch.tensor([min(rng.randint(0, 5), int(x_lens[b] - pos[b])) for b in range(3)])
+            width = int(n.max())
+            chunk = torch.zeros(3, width, DIMS.feature_dim)
+            for b in range(3):
+                chunk[b, : n[b]] = x[b, pos[b] : pos[b] + n[b]]
+            y, y_lens, state = model.streaming_encode(chunk, n, state, lang)
+            for b in range(3):
+                pieces[b].append(y[b, : y_lens[b]])
+            got_lens += y_lens
+            pos += n
+        # An all-empty chunk changes nothing.
+        y, y_lens, state2 = model.streaming_encode(torch.zeros(3, 0, DIMS.feature_dim),
+                                                   torch.zeros(3, dtype=torch.long), state, lang)
+        assert y.shape[1] == 0 and y_lens.tolist() == [0, 0, 0]
+        torch.testing.assert_close(state2.h, state.h)
+        assert got_lens.tolist() == full_lens.tolist()
+        for b in range(3):
+            torch.testing.assert_close(torch.cat(pieces[b]), full[b, : full_lens[b]], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("speechlab.asr.rnnt.loss") is None,
+                    reason="speechlab.asr.rnnt.loss not written yet")
+def test_smoke_with_rnnt_loss():
+    from speechlab.asr.rnnt.loss import rnnt_loss
+
+    model = make("multisoftmax_lid")
+    x, x_lens, y, y_lens = batch()
+    out = model(x, x_lens, y, y_lens, "en")
+    loss = rnnt_loss(out["logits"], y, out["enc_lens"], y_lens, blank=0, reduction="mean")
+    loss = loss + lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"])
+    loss.backward()
+    assert torch.isfinite(loss)

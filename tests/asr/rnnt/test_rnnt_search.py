@@ -1,0 +1,179 @@
+"""RNN-T search: planted scorers with known answers, greedy == beam(1), per-language softmax."""
+
+import math
+import random
+
+import pytest
+import torch
+
+from speechlab.asr.rnnt import SearchConfig, build, decode
+from speechlab.asr.rnnt.search import BeamSearch, GreedySearch, run_frames
+from speechlab.errors import ConfigError
+
+VOCAB = {"en": 7, "hi": 5, "ta": 6}
+
+
+class PlantedScorer:
+    """A fake joiner+predictor: P(label | frame t, prefix) is a planted table.
+
+    The search sees the same interface as ``TransducerScorer``; the "state" of a hypothesis is
+    its prefix and the "encoder frame" is just t.
+    """
+
+    blank = 0
+
+    def __init__(self, vocab_size, table=None, seed=0):
+        self.vocab_size = vocab_size
+        self.table = table or {}
+        self.seed = seed
+
+    def dist(self, t, prefix):
+        if (t, prefix) in self.table:
+            return self.table[(t, prefix)]
+        rng = random.Random(hash((self.seed, t, prefix)))
+        w = [rng.random() + 0.05 for _ in range(self.vocab_size)]
+        return [x / sum(w) for x in w]
+
+    def start(self):
+        return ()
+
+    def extend(self, tokens, caches):
+        return [c + (tok,) for tok, c in zip(tokens, caches)]
+
+    def log_probs(self, enc_proj, caches):
+        t = int(enc_proj[0])
+        return torch.tensor([[math.log(p) for p in self.dist(t, c)] for c in caches], dtype=torch.float64)
+
+
+def frames(T):
+    return torch.arange(T, dtype=torch.float64)[:, None]
+
+
+def brute_force(scorer, T, max_symbols):
+    """log P(labels) summed over every alignment with <= max_symbols labels per frame."""
+    totals = {}
+
+    def walk(t, prefix, emitted, logp):
+        if t == T:
+            totals[prefix] = math.log(math.exp(totals[prefix]) + math.exp(logp)) if prefix in totals else logp
+            return
+        d = scorer.dist(t, prefix)
+        walk(t + 1, prefix, 0, logp + math.log(d[0]))
+        if emitted < max_symbols:
+            for v in range(1, scorer.vocab_size):
+                walk(t, prefix + (v,), emitted + 1, logp + math.log(d[v]))
+
+    walk(0, (), 0, 0.0)
+    return totals
+
+
+def search(cls, scorer, T, beam=4, max_symbols=2):
+    s = cls(scorer, SearchConfig(method="beam", beam=beam, max_symbols_per_frame=max_symbols))
+    return run_frames(s, s.start(), frames(T))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_unpruned_beam_gives_exact_label_sequence_probabilities(seed):
+    scorer = PlantedScorer(3, seed=seed)
+    T, S = 3, 2
+    exact = brute_force(scorer, T, S)
+    final = search(BeamSearch, scorer, T, beam=10_000, max_symbols=S)
+    got = {h.tokens: h.score for h in final}
+    assert set(got) == set(exact)
+    for seq, lp in exact.items():
+        assert got[seq] == pytest.approx(lp, abs=1e-9)
+    assert final.best().tokens == max(exact, key=exact.get)
+
+
+def test_planted_case_beam_finds_best_sequence_greedy_misses():
+    # Frame 0: "a" (1) is the single most likely label, but after "a" the model wants blank
+    # only half the time and frame 1 is unsure; "b" (2) is followed by confident blanks.
+    table = {
+        (0, ()): [0.25, 0.40, 0.35],
+        (0, (1,)): [0.5, 0.25, 0.25],
+        (0, (2,)): [1.0 - 2e-9, 1e-9, 1e-9],
+        (1, ()): [0.2, 0.4, 0.4],
+        (1, (1,)): [0.5, 0.25, 0.25],
+        (1, (2,)): [0.9, 0.05, 0.05],
+    }
+    scorer = PlantedScorer(3, table)
+    exact = brute_force(scorer, 2, 1)
+    best = max(exact, key=exact.get)
+    assert best == (2,)
+    assert search(GreedySearch, scorer, 2, max_symbols=1).best().tokens == (1,)
+    for width in (2, 3, 8):
+        assert search(BeamSearch, scorer, 2, beam=width, max_symbols=1).best().tokens == best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_equals_beam_width_one_on_planted_tables(seed):
+    scorer = PlantedScorer(4, seed=seed)
+    for S in (1, 2, 3):
+        g = search(GreedySearch, scorer, 6, max_symbols=S).best()
+        b = search(BeamSearch, scorer, 6, beam=1, max_symbols=S).best()
+        assert g.tokens == b.tokens
+        assert g.score == pytest.approx(b.score, abs=1e-9)
+
+
+@pytest.mark.parametrize("variant,lang", [("mono", None), ("vanilla", None), ("onehot", "ta"),
+                                          ("multisoftmax_lsp", "en")])
+def test_greedy_equals_beam_width_one_on_models(variant, lang):
+    torch.manual_seed(3)
+    model = build(variant, {"en": 7} if variant == "mono" else VOCAB, "tiny").eval()
+    with torch.no_grad():  # sharpen the random joint so that labels get emitted at all
+        for out in model.joiner.outputs:
+            out.weight.mul_(8.0)
+    x = torch.randn(2, 30, 8)
+    x_lens = torch.tensor([30, 21])
+    for S in (1, 3):
+        g = decode(model, x, x_lens, lang, SearchConfig("greedy", 1, S))
+        b = decode(model, x, x_lens, lang, SearchConfig("beam", 1, S))
+        assert [h.tokens for h in g] == [h.tokens for h in b]
+        assert any(len(h.tokens) for h in g)
+        for hg, hb in zip(g, b):
+            assert hg.score == pytest.approx(hb.score, abs=1e-5)
+
+
+def test_max_symbols_per_frame_bounds_emissions():
+    # A scorer that hardly ever wants blank: greedy emits exactly max_symbols labels per frame.
+    scorer = PlantedScorer(3, seed=0)
+    scorer.dist = lambda t, prefix: [1e-6, 0.6, 0.4 - 1e-6]
+    for S in (1, 2, 4):
+        assert len(search(GreedySearch, scorer, 5, max_symbols=S).best().tokens) == 5 * S
+        final = search(BeamSearch, scorer, 5, beam=6, max_symbols=S)
+        assert max(len(h.tokens) for h in final) <= 5 * S
+    # Without pruning the bound is exact: the longest sequence has T * S labels (and the exact
+    # test above shows no alignment with more than S labels on a frame is ever scored).
+    final = search(BeamSearch, scorer, 3, beam=10_000, max_symbols=2)
+    assert max(len(h.tokens) for h in final) == 6
+
+
+def test_multisoftmax_never_emits_another_languages_symbol():
+    torch.manual_seed(0)
+    ms = build("multisoftmax", VOCAB, "tiny").eval()
+    vanilla = build("vanilla", VOCAB, "tiny").eval()
+    en_label = 3
+    with torch.no_grad():
+        # Make one English label overwhelming wherever it is available.
+        ms.joiner.outputs[ms.languages.index("en")].bias[en_label] = 50.0
+        vanilla.joiner.outputs[0].bias[vanilla.union.to_union("en", [en_label])[0]] = 50.0
+    x = torch.randn(1, 20, 8)
+    x_lens = torch.tensor([20])
+    cfg = SearchConfig("beam", 3, 2)
+    # The vanilla model, even told the audio is Hindi, emits the English symbol.
+    (hv,) = decode(vanilla, x, x_lens, "hi", cfg)
+    assert vanilla.union.language_of(hv.tokens) == "en"
+    # The multi-softmax model decodes with Hindi's softmax only: local ids < V_hi, all Hindi.
+    (en,) = decode(ms, x, x_lens, "en", cfg)
+    assert set(en.tokens) == {en_label}
+    for lang in ("hi", "ta"):
+        (h,) = decode(ms, x, x_lens, lang, cfg)
+        assert all(1 <= tok < VOCAB[lang] for tok in h.tokens)
+        union_ids = ms.union.to_union(lang, h.tokens)
+        assert all(ms.union.to_local(u)[0] == lang for u in union_ids)
+
+
+def test_unknown_method_is_a_config_error():
+    model = build("mono", {"en": 5}, "tiny")
+    with pytest.raises(ConfigError, match="unknown search method"):
+        decode(model, torch.zeros(1, 4, 8), torch.tensor([4]), None, SearchConfig("viterbi"))
