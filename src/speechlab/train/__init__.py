@@ -1,1 +1,37 @@
+"""One trainer for every speechlab model: configs, optimisers, schedules, checkpoints, DDP.
 
+- :mod:`speechlab.train.config`: ``TrainConfig`` / ``OptimConfig`` / ``ScheduleConfig``.
+- :mod:`speechlab.train.trainer`: ``Trainer(model, task, cfg, out_dir).fit()`` and the ``Task``
+  protocol a model family implements.
+- :mod:`speechlab.train.sampler`: resumable, rank-aware batch samplers (bucketing,
+  language-homogeneous).
+- :mod:`speechlab.train.checkpoint`: the checkpoint format, fine-tuning weight loading,
+  safetensors export.
+- :mod:`speechlab.train.schedule`, :mod:`speechlab.train.distributed`, :mod:`speechlab.train.log`.
+
+See ``docs/training.md``.
+"""
+
+from speechlab.train.checkpoint import (
+    export_safetensors,
+    latest_checkpoint,
+    load_checkpoint,
+    load_model_weights,
+    save_checkpoint,
+)
+from speechlab.train.config import OptimConfig, ScheduleConfig, TrainConfig
+from speechlab.train.sampler import (
+    BucketBatches,
+    LanguageBatch,
+    LanguageBatches,
+    MapBatches,
+    ResumableBatches,
+)
+from speechlab.train.trainer import Task, Trainer, TrainResult, build_optimizer
+
+__all__ = [
+    "BucketBatches", "LanguageBatch", "LanguageBatches", "MapBatches", "OptimConfig",
+    "ResumableBatches", "ScheduleConfig", "Task", "TrainConfig", "TrainResult", "Trainer",
+    "build_optimizer", "export_safetensors", "latest_checkpoint", "load_checkpoint",
+    "load_model_weights", "save_checkpoint",
+]

@@ -1,0 +1,109 @@
+"""Frozen configs of the shared trainer: optimiser, learning-rate schedule, training loop.
+
+Load them like every other speechlab config::
+
+    cfg = load_config(TrainConfig, "train.yaml", ["optim.lr=3e-4", "schedule.name=noam"])
+
+The names in ``OptimConfig.name`` and ``ScheduleConfig.name`` are keys of
+:data:`speechlab.train.trainer.OPTIMIZERS` and :data:`speechlab.train.schedule.SCHEDULES`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from speechlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Adam-family optimiser.
+
+    The defaults are PyTorch's Adam defaults, which the SALAD paper uses for its LSTM baseline;
+    its Noam setup is ``betas=(0.9, 0.98), eps=1e-9`` with ``schedule.name=noam``.
+    """
+
+    name: Literal["adam", "adamw"] = "adam"
+    lr: float = 1e-3
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    # Adam: L2 penalty added to the gradient; AdamW: decoupled decay. Either way it only touches
+    # parameters that received a gradient in the step.
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """Learning-rate schedule: a multiplier of ``OptimConfig.lr`` as a function of the update.
+
+    - ``constant``: 1.
+    - ``warmup_linear``: rises linearly to 1 over ``warmup_steps`` updates, then falls linearly to
+      ``final_lr_scale`` at ``total_steps`` (the CTC-topologies paper's schedule).
+    - ``noam``: ``model_dim**-0.5 * min(s**-0.5, s * warmup_steps**-1.5)`` (Eq. in Sec. 3.3 of the
+      SALAD paper, after Vaswani et al.); set ``optim.lr=1`` for the formula as published.
+    """
+
+    name: Literal["constant", "warmup_linear", "noam"] = "constant"
+    warmup_steps: int = 0
+    # None: the run's ``TrainConfig.max_steps``.
+    total_steps: int | None = None
+    final_lr_scale: float = 0.0
+    model_dim: int = 256
+
+    def __post_init__(self) -> None:
+        if self.warmup_steps < 0:
+            raise ConfigError(f"schedule.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.name == "noam" and self.warmup_steps < 1:
+            raise ConfigError("schedule.name=noam needs schedule.warmup_steps >= 1")
+        if self.name == "noam" and self.model_dim < 1:
+            raise ConfigError(f"schedule.model_dim must be >= 1, got {self.model_dim}")
+        if self.total_steps is not None and self.total_steps < 1:
+            raise ConfigError(f"schedule.total_steps must be >= 1, got {self.total_steps}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The training loop. Step counts are optimiser updates (skipped batches do not count)."""
+
+    max_steps: int = 1000
+    # Clip the global gradient norm to this value; 0 disables clipping (the norm is still logged).
+    grad_clip: float = 0.0
+    log_every: int = 10
+    # Run ``Task.validate`` every this many updates and after the last one; 0 never validates.
+    valid_every: int = 0
+    # Save a resumable checkpoint every this many updates and/or seconds; 0 disables either
+    # trigger. A final checkpoint is always written when the run ends.
+    checkpoint_every: int = 0
+    checkpoint_seconds: float = 0.0
+    # Periodic checkpoints kept on disk (best.pt is kept separately); 0 keeps all of them.
+    keep_checkpoints: int = 3
+    early_stop_metric: str = "loss"
+    early_stop_mode: Literal["min", "max"] = "min"
+    # A validation counts as an improvement only if it beats the best by more than this.
+    early_stop_min_delta: float = 0.0
+    # Stop after this many validations without improvement; 0 never stops early.
+    patience: int = 0
+    # Give up (with an error) after this many non-finite batches in a row: the run has diverged.
+    max_consecutive_nonfinite: int = 100
+    seed: int = 0
+    tensorboard: bool = False
+    # A rich progress bar with ETA on interactive terminals (never in non-TTY runs, never on
+    # ranks other than 0, never when SPEECHLAB_PROGRESS=0).
+    progress: bool = True
+    # DDP must look for parameters that took no part in the loss (language-specific heads of the
+    # multi-softmax RNN-T); it costs a graph traversal per step, so it is off by default.
+    find_unused_parameters: bool = False
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "log_every", "max_consecutive_nonfinite"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("grad_clip", "valid_every", "checkpoint_every", "checkpoint_seconds",
+                     "keep_checkpoints", "patience", "early_stop_min_delta"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.patience > 0 and self.valid_every == 0:
+            raise ConfigError("patience > 0 needs valid_every > 0: early stopping counts validations")

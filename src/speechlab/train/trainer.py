@@ -1,0 +1,440 @@
+"""The one training loop of speechlab.
+
+Every model (multilingual RNN-T, CTC over WFST topologies, wav2vec 2.0, TTS) is trained by
+:class:`Trainer`; what differs lives in a :class:`Task`: where batches come from, how a batch
+becomes a loss, and how the model is validated. The loop in :meth:`Trainer.fit` reads top to
+bottom: batch -> loss -> finite? -> backward -> clip -> step -> schedule -> log -> validate
+(early stopping, best checkpoint) -> checkpoint.
+
+Resuming is automatic and exact: ``fit()`` continues from the newest checkpoint in ``out_dir``
+with the model, optimiser, schedule, sampler position and every RNG restored, so a run killed at
+any moment and restarted produces the same per-step losses and final weights as one that was
+never interrupted (on CPU, with a deterministic task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from speechlab.config import save_config, to_dict
+from speechlab.errors import SpeechlabError
+from speechlab.train import distributed
+from speechlab.train.checkpoint import (
+    BEST_NAME,
+    checkpoint_path,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    remove_stale_temporaries,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from speechlab.train.config import OptimConfig, TrainConfig
+from speechlab.train.log import MetricsLog, ProgressBar, TensorBoardLog, progress_wanted
+from speechlab.train.sampler import ResumableBatches
+from speechlab.train.schedule import build_scheduler
+from speechlab.utils import seed_everything
+
+logger = logging.getLogger("speechlab.train")
+
+LOG_NAME = "log.jsonl"
+CONFIG_NAME = "train.yaml"
+
+
+# ---------------------------------------------------------------------------------------------
+# Optimisers, picked by OptimConfig.name.
+
+
+def _adam(params: Iterable[nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.Adam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                            weight_decay=cfg.weight_decay)
+
+
+def _adamw(params: Iterable[nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps,
+                             weight_decay=cfg.weight_decay)
+
+
+OPTIMIZERS: dict[str, Callable[[Iterable[nn.Parameter], OptimConfig], torch.optim.Optimizer]] = {
+    "adam": _adam,
+    "adamw": _adamw,
+}
+
+
+def build_optimizer(params: Iterable[nn.Parameter], cfg: OptimConfig) -> torch.optim.Optimizer:
+    """The optimiser ``cfg.name`` over ``params``.
+
+    Pass all parameters, frozen ones included: a parameter whose ``.grad`` is None in a step
+    (frozen, or an unused language head) is skipped by Adam(W) entirely, and it joins in as
+    soon as it gets gradients (wav2vec 2.0 fine-tuning unfreezes the encoder after N updates).
+    """
+    return OPTIMIZERS[cfg.name](params, cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the trainer drives.
+
+
+@runtime_checkable
+class Task(Protocol):
+    """The model-specific part of training.
+
+    - ``batches()``: an endless :class:`~speechlab.train.sampler.ResumableBatches` of ready
+      model inputs, called once per ``fit()``. A batch may carry its utterance ids as
+      ``batch.ids`` or ``batch["ids"]``; they are logged when the batch is skipped.
+    - ``loss(model, batch) -> (loss, stats, weight)``: ``loss`` a scalar tensor to minimise;
+      ``stats`` extra floats to log; ``weight`` how much this batch counts in the logged
+      averages (frames, tokens or utterances). Under DDP ``model`` is the DDP wrapper: call
+      ``model(...)`` so that gradients are synchronised.
+    - ``validate(model) -> metrics``: run with the bare model in ``eval()`` mode under
+      ``torch.no_grad()``; must contain ``TrainConfig.early_stop_metric``. Under DDP every rank
+      calls it and rank 0's metrics decide.
+    """
+
+    def batches(self) -> ResumableBatches: ...
+
+    def loss(self, model: nn.Module, batch: Any) -> tuple[torch.Tensor, Mapping[str, float], float]:
+        ...
+
+    def validate(self, model: nn.Module) -> Mapping[str, float]: ...
+
+
+@runtime_checkable
+class StepAwareTask(Protocol):
+    """Optional: a task told the number of updates done before each batch (annealed Gumbel
+    temperature, freezing the encoder for the first N updates)."""
+
+    def set_step(self, step: int) -> None: ...
+
+
+@runtime_checkable
+class StatefulTask(Protocol):
+    """Optional: a task with its own state to checkpoint (e.g. the recurrent state SALAD
+    carries from one batch to the next)."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished ``fit()`` leaves behind."""
+
+    steps: int
+    best_metric: float | None
+    best_step: int | None
+    stopped_early: bool
+    nonfinite_batches: int
+    log_path: Path
+    last_checkpoint: Path | None
+    best_checkpoint: Path | None
+
+
+@dataclass
+class _LoopState:
+    """Counters of the loop that a checkpoint must carry besides model/optimiser/sampler."""
+
+    best_metric: float | None = None
+    best_step: int = 0
+    bad_validations: int = 0
+    nonfinite_batches: int = 0
+    consecutive_nonfinite: int = 0
+    stopped: bool = False
+    elapsed: float = 0.0
+
+
+class _Window:
+    """Weighted sums of what happened since the last train log line."""
+
+    def __init__(self, sums: Mapping[str, float] | None = None) -> None:
+        # Task stats are kept under "stat:" so that none can collide with the trainer's sums.
+        self.sums: dict[str, float] = dict(sums or {})
+
+    def add(self, loss: float, weight: float, stats: Mapping[str, float], grad_norm: float) -> None:
+        s = self.sums
+        s["weight"] = s.get("weight", 0.0) + weight
+        s["count"] = s.get("count", 0.0) + 1
+        s["loss"] = s.get("loss", 0.0) + loss * weight
+        s["grad_norm"] = s.get("grad_norm", 0.0) + grad_norm
+        for k, v in stats.items():
+            s["stat:" + k] = s.get("stat:" + k, 0.0) + float(v) * weight
+
+    @staticmethod
+    def means(gathered: list[dict[str, float]]) -> tuple[dict[str, float], dict[str, float]]:
+        """Weighted means over all ranks' windows: (trainer fields, task stats)."""
+        total: dict[str, float] = {}
+        for sums in gathered:
+            for k, v in sums.items():
+                total[k] = total.get(k, 0.0) + v
+        count = total.get("count", 0.0)
+        # A task may report zero weight (frames of an empty batch): average per batch then.
+        denom = total["weight"] if total.get("weight", 0.0) > 0 else max(count, 1.0)
+        own = {"loss": total.get("loss", math.nan) / denom,
+               "grad_norm": total.get("grad_norm", math.nan) / max(count, 1.0),
+               "weight": total.get("weight", 0.0)}
+        stats = {k[5:]: v / denom for k, v in total.items() if k.startswith("stat:")}
+        return own, stats
+
+
+def _batch_ids(batch: Any) -> list[str] | None:
+    ids = batch.get("ids") if isinstance(batch, Mapping) else getattr(batch, "ids", None)
+    return [str(i) for i in ids] if ids is not None else None
+
+
+class Trainer:
+    """Trains ``model`` on ``task`` following ``cfg``, writing everything under ``out_dir``.
+
+    ``out_dir`` receives ``log.jsonl``, ``train.yaml``, ``ckpt-XXXXXXXX.pt`` (the last
+    ``keep_checkpoints``), ``best.pt`` (best validation so far) and ``tensorboard/``. Under DDP
+    only rank 0 writes; every rank reads the checkpoint on resume.
+
+    ``progress``: force the progress bar on/off (default: ``cfg.progress`` on a TTY).
+    """
+
+    def __init__(self, model: nn.Module, task: Task, cfg: TrainConfig, out_dir: str | Path, *,
+                 progress: bool | None = None) -> None:
+        self.model = model
+        self.task = task
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.dist = distributed.current()
+        self.optimizer = build_optimizer(model.parameters(), cfg.optim)
+        self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.max_steps)
+        self.step = 0
+        self.state = _LoopState()
+        self._window = _Window()
+        self._progress_requested = cfg.progress if progress is None else progress
+        self.log = MetricsLog(self.out_dir / LOG_NAME, enabled=self.dist.is_main)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def fit(self) -> TrainResult:
+        cfg, main = self.cfg, self.dist.is_main
+        if main:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            remove_stale_temporaries(self.out_dir)
+        batches = self.task.batches()
+        resumed_from = self._resume(batches)
+        if main:
+            # Lines written after the checkpoint we resume from will be written again.
+            self.log.truncate_after(self.step)
+            save_config(cfg, self.out_dir / CONFIG_NAME)
+        model = distributed.wrap_model(self.model,
+                                       find_unused_parameters=cfg.find_unused_parameters)
+        tensorboard = TensorBoardLog(self.out_dir / "tensorboard", cfg.tensorboard and main)
+        bar = ProgressBar(cfg.max_steps, self.step,
+                          progress_wanted(self._progress_requested, main))
+        started, last_save = time.monotonic(), time.monotonic()
+        elapsed_before = self.state.elapsed
+        last_checkpoint = resumed_from
+        self.optimizer.zero_grad(set_to_none=True)
+        try:
+            while self.step < cfg.max_steps and not self.state.stopped:
+                step = self.step + 1  # the update being attempted
+                if isinstance(self.task, StepAwareTask):
+                    self.task.set_step(self.step)
+                batch = next(batches)
+                self.model.train()
+                loss, stats, weight = self.task.loss(model, batch)
+
+                # A non-finite loss would poison Adam's moments for good: skip the batch on
+                # every rank (one rank alone skipping would hang the others in all-reduce).
+                if not distributed.all_true(bool(torch.isfinite(loss.detach()).all())):
+                    self._skip(step, batch, "loss", loss.detach())
+                    continue
+
+                loss.backward()
+                grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+                grad_norm = torch.nn.utils.get_total_norm(grads)
+                # Gradients are already averaged across ranks here, so every rank sees the
+                # same norm and takes the same branch.
+                if not torch.isfinite(grad_norm):
+                    self.optimizer.zero_grad(set_to_none=True)
+                    self._skip(step, batch, "grad", loss.detach())
+                    continue
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grads_with_norm_(
+                        [p for p in self.model.parameters() if p.grad is not None],
+                        cfg.grad_clip, grad_norm)
+
+                lr = self.optimizer.param_groups[0]["lr"]
+                self.optimizer.step()
+                self.scheduler.step()
+                # None, not zero: a parameter unused by the next batch (another language's
+                # head) then gets no Adam update at all, not a decay of its moments.
+                self.optimizer.zero_grad(set_to_none=True)
+                self.step = step
+                self.state.consecutive_nonfinite = 0
+                self.state.elapsed = elapsed_before + time.monotonic() - started
+                self._window.add(loss.item(), float(weight), stats, grad_norm.item())
+                finished = step >= cfg.max_steps
+
+                if step % cfg.log_every == 0 or finished:
+                    record = self._log_train(step, lr)
+                    tensorboard.write("train", step, record)
+                bar.update(step, f"loss {loss.item():.4g}")
+
+                if cfg.valid_every and (step % cfg.valid_every == 0 or finished):
+                    record = self._validate(step, batches)
+                    tensorboard.write("valid", step, record)
+
+                due = bool(cfg.checkpoint_every) and step % cfg.checkpoint_every == 0
+                if cfg.checkpoint_seconds:
+                    # Clocks differ across ranks; rank 0's decides so all ranks join the save.
+                    due = due or distributed.broadcast_object(
+                        time.monotonic() - last_save >= cfg.checkpoint_seconds)
+                if due or finished or self.state.stopped:
+                    last_checkpoint = self._save(checkpoint_path(self.out_dir, step), batches)
+                    last_save = time.monotonic()
+        finally:
+            bar.close()
+            tensorboard.close()
+            self.log.close()
+        best = self.out_dir / BEST_NAME
+        return TrainResult(
+            steps=self.step, best_metric=self.state.best_metric,
+            best_step=self.state.best_step or None, stopped_early=self.state.stopped,
+            nonfinite_batches=self.state.nonfinite_batches, log_path=self.out_dir / LOG_NAME,
+            last_checkpoint=last_checkpoint,
+            best_checkpoint=best if self.state.best_step and best.exists() else None)
+
+    # -- pieces of the loop --------------------------------------------------------------------
+
+    def _skip(self, step: int, batch: Any, what: str, loss: torch.Tensor) -> None:
+        """Count and log a batch whose loss or gradient is not finite; give up if it keeps
+        happening. Every rank gets here together (the decision is collective)."""
+        self.state.nonfinite_batches += 1
+        self.state.consecutive_nonfinite += 1
+        value = float(loss.float().sum())
+        # Name the culprits: under DDP the bad batch may be another rank's.
+        culprits = [r for r in distributed.all_gather_object((_batch_ids(batch), value))
+                    if not math.isfinite(r[1])] or [(_batch_ids(batch), value)]
+        ids = [i for r in culprits for i in (r[0] or [])] or None
+        self.log.write({"kind": "nonfinite", "step": step, "what": what,
+                        "loss": culprits[0][1], "ids": ids,
+                        "nonfinite_batches": self.state.nonfinite_batches})
+        if self.dist.is_main:
+            logger.warning("update %d: non-finite %s, batch skipped (ids: %s)", step, what,
+                           ", ".join(ids[:10]) if ids else "not given")
+        if self.state.consecutive_nonfinite >= self.cfg.max_consecutive_nonfinite:
+            raise SpeechlabError(
+                f"{self.state.consecutive_nonfinite} batches in a row gave a non-finite {what} "
+                f"(at update {step}); training has diverged. Lower optim.lr, set grad_clip, or "
+                f"check the data: the skipped batches' ids are in {self.log.path}")
+
+    def _log_train(self, step: int, lr: float) -> dict[str, Any]:
+        own, stats = _Window.means(distributed.all_gather_object(self._window.sums))
+        self._window = _Window()
+        # Task stats first so that a stat cannot overwrite the trainer's own fields.
+        record = {**stats, "kind": "train", "step": step, **own, "lr": lr,
+                  "time": round(self.state.elapsed, 3),
+                  "nonfinite_batches": self.state.nonfinite_batches}
+        self.log.write(record)
+        if self.dist.is_main:
+            logger.info("step %d/%d loss %.4g lr %.3g grad_norm %.3g", step, self.cfg.max_steps,
+                        record["loss"], lr, record["grad_norm"])
+        return record
+
+    def _validate(self, step: int, batches: ResumableBatches) -> dict[str, Any]:
+        """Validate, track the best metric (saving best.pt), decide on early stopping."""
+        cfg, st = self.cfg, self.state
+        self.model.eval()
+        with torch.no_grad():
+            metrics = {k: float(v) for k, v in self.task.validate(self.model).items()}
+        self.model.train()
+        metrics = distributed.broadcast_object(metrics)
+        if cfg.early_stop_metric not in metrics:
+            raise SpeechlabError(
+                f"early_stop_metric {cfg.early_stop_metric!r} is not among the validation "
+                f"metrics {sorted(metrics)}; set early_stop_metric to one of them")
+        value = metrics[cfg.early_stop_metric]
+        if st.best_metric is None:
+            improved = not math.isnan(value)
+        elif cfg.early_stop_mode == "min":
+            improved = value < st.best_metric - cfg.early_stop_min_delta
+        else:
+            improved = value > st.best_metric + cfg.early_stop_min_delta
+        if improved:
+            st.best_metric, st.best_step, st.bad_validations = value, step, 0
+        else:
+            st.bad_validations += 1
+            if cfg.patience and st.bad_validations >= cfg.patience:
+                st.stopped = True
+        record = {**metrics, "kind": "valid", "step": step, "best": improved,
+                  "best_metric": st.best_metric, "best_step": st.best_step}
+        self.log.write(record)
+        if self.dist.is_main:
+            logger.info("step %d validation %s%s", step,
+                        " ".join(f"{k} {v:.4g}" for k, v in metrics.items()),
+                        " (best)" if improved else "")
+            if st.stopped:
+                logger.info("early stopping: %s has not improved for %d validations",
+                            cfg.early_stop_metric, st.bad_validations)
+        if improved:
+            self._save(self.out_dir / BEST_NAME, batches, prune=False)
+        return record
+
+    def _save(self, path: Path, batches: ResumableBatches, prune: bool = True) -> Path:
+        """Write a resumable checkpoint (rank 0), with every rank's sampler and RNG states and
+        its half-filled log window (so a resumed run logs the same averages)."""
+        # Collective: every rank must get here, including those that write nothing.
+        ranks = distributed.all_gather_object(
+            {"rng": rng_state(), "batches": batches.state_dict(), "window": self._window.sums})
+        if self.dist.is_main:
+            parts: dict[str, Any] = dict(
+                step=self.step, model=self.model.state_dict(),
+                optimizer=self.optimizer.state_dict(), scheduler=self.scheduler.state_dict(),
+                batches=[r["batches"] for r in ranks], rng=[r["rng"] for r in ranks],
+                window=[r["window"] for r in ranks], trainer=dataclasses.asdict(self.state),
+                config=to_dict(self.cfg), world_size=self.dist.world_size)
+            if isinstance(self.task, StatefulTask):
+                parts["task"] = self.task.state_dict()
+            save_checkpoint(path, **parts)
+            if prune and self.cfg.keep_checkpoints:
+                for _, old in list_checkpoints(self.out_dir)[:-self.cfg.keep_checkpoints]:
+                    old.unlink(missing_ok=True)
+        return path
+
+    def _resume(self, batches: ResumableBatches) -> Path | None:
+        """Load the newest checkpoint in ``out_dir`` if there is one, else seed a fresh run."""
+        path = latest_checkpoint(self.out_dir)
+        if path is None:
+            # Offset by rank so that dropout/augmentation differ across ranks.
+            seed_everything(self.cfg.seed + self.dist.rank)
+            return None
+        ckpt = load_checkpoint(path)
+        try:
+            self.model.load_state_dict(ckpt["model"])
+        except RuntimeError as e:
+            raise SpeechlabError(f"checkpoint {path} does not fit the model ({e}); the model "
+                                 "config changed since it was written: use a new out_dir") from None
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        rank = self.dist.rank
+        if len(ckpt["rng"]) != self.dist.world_size:
+            logger.warning("checkpoint %s was written by %d ranks, this run has %d: data order "
+                           "and randomness will differ from an uninterrupted run", path,
+                           len(ckpt["rng"]), self.dist.world_size)
+            rank = min(rank, len(ckpt["rng"]) - 1)
+        batches.load_state_dict(ckpt["batches"][rank])
+        set_rng_state(ckpt["rng"][rank])
+        self._window = _Window(ckpt["window"][rank])
+        if isinstance(self.task, StatefulTask) and "task" in ckpt:
+            self.task.load_state_dict(ckpt["task"])
+        self.state = _LoopState(**ckpt["trainer"])
+        self.step = int(ckpt["step"])
+        if self.dist.is_main:
+            logger.info("resuming from %s at update %d", path, self.step)
+        return path
