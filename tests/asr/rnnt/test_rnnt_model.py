@@ -150,24 +150,29 @@ def test_onehot_uses_the_language_and_vanilla_does_not():
 
 
 def reference_stack(x, stack, stride):
-    """Direct loop: frame j = x[jR-S+1 .. jR] (zeros before the start), oldest first."""
+    """Direct loop: frame j = x[jR-S+1 .. jR] (copies of x[0] before the start), oldest first."""
     T, F = x.shape
     rows = []
     for t in range(0, T, stride):
-        parts = [x[i] if i >= 0 else torch.zeros(F) for i in range(t - stack + 1, t + 1)]
-        rows.append(torch.cat(parts))
+        rows.append(torch.cat([x[max(i, 0)] for i in range(t - stack + 1, t + 1)]))
     return torch.stack(rows) if rows else torch.zeros(0, stack * F)
 
 
-def test_frame_stacking_matches_direct_loop():
-    enc = make("mono").encoder
+@pytest.mark.parametrize("variant", ["mono", "onehot"])
+def test_encoder_matches_direct_stacking_and_lstm(variant):
+    """Each row alone: direct stacking loop (+ one-hot), then the LSTM from a zero state."""
+    enc = make(variant).encoder.eval()
     x, x_lens, _, _ = batch(T=11)
-    stacked, lens, _, _ = enc._stack(x, x_lens, enc.init_state(3))
+    cond = torch.eye(3)[[2, 0, 1]] if variant == "onehot" else None
+    y, y_lens = enc(x, x_lens, cond)
     for b in range(3):
-        ref = reference_stack(x[b, : x_lens[b]], DIMS.stack, DIMS.stride)
-        assert lens[b] == ref.shape[0]
-        torch.testing.assert_close(stacked[b, : lens[b]], ref)
-        assert stacked[b, lens[b]:].abs().sum() == 0
+        ref_in = reference_stack(x[b, : x_lens[b]], DIMS.stack, DIMS.stride)
+        if cond is not None:
+            ref_in = torch.cat([ref_in, cond[b].expand(ref_in.shape[0], -1)], dim=-1)
+        ref, _ = enc.lstm(ref_in[None])
+        assert y_lens[b] == ref_in.shape[0] == enc.output_lengths(x_lens)[b]
+        torch.testing.assert_close(y[b, : y_lens[b]], ref[0], atol=1e-6, rtol=1e-5)
+        assert y[b, y_lens[b]:].abs().sum() == 0
 
 
 @pytest.mark.parametrize("variant", ["mono", "onehot"])

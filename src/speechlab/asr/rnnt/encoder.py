@@ -1,12 +1,13 @@
 """Streaming RNN-T encoder: frame stacking + unidirectional LSTM stack (Section 5 of the paper).
 
 Every ``stride``-th feature frame (10 ms each) is concatenated with the ``stack - 1`` frames
-before it (zeros before the start), giving ``stack * F``-dim vectors every ``stride`` frames
-(paper: 8 x 80 = 640 dims every 30 ms), which feed a unidirectional LSTM stack. Both the
-stacking and the LSTM are causal, so the encoder streams exactly: ``streaming_forward`` over any
-chunking of the input gives the frames ``forward`` gives on the whole input. The state carries
-the last ``stack - 1`` feature frames, the number of frames consumed (the stride phase) and the
-LSTM state; nothing is hidden in buffers.
+before it, giving ``stack * F``-dim vectors every ``stride`` frames (paper: 8 x 80 = 640 dims
+every 30 ms), which feed a unidirectional LSTM stack. The stacking is
+:class:`speechlab.audio.transforms.FrameStacker` (frames before the start are copies of frame 0).
+Both the stacking and the LSTM are causal, so the encoder streams exactly: ``streaming_forward``
+over any chunking of the input gives the frames ``forward`` gives on the whole input. The state
+carries the stacker's state (last ``stack - 1`` frames, frames seen) and the LSTM state; nothing
+is hidden in buffers.
 
 Shapes: B batch, T frames, D dims, F feature dim, C conditioning dim.
 """
@@ -19,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from speechlab.audio.transforms import FrameStacker, StackerState
 from speechlab.errors import DataError
 
 
@@ -26,13 +28,12 @@ from speechlab.errors import DataError
 class EncoderState:
     """Streaming state of :class:`LSTMEncoder` for a batch.
 
-    history (B, stack-1, F): the last feature frames seen (zeros before the start);
-    consumed (B,): feature frames consumed so far (decides where the next stacked frame falls);
+    stacker: the frame stacker's state (last ``stack - 1`` feature frames (B, stack-1, F) and
+        frames seen per row (B,), which decides where the next stacked frame falls);
     h, c (layers, B, D): LSTM state.
     """
 
-    history: Tensor
-    consumed: Tensor
+    stacker: StackerState
     h: Tensor
     c: Tensor
 
@@ -74,26 +75,27 @@ class LSTMEncoder(nn.Module):
         self.stride = stride
         self.cond_dim = cond_dim
         self.output_dim = hidden_dim
-        self.lstm = nn.LSTM(feature_dim * stack + cond_dim, hidden_dim, num_layers,
+        self.stacker = FrameStacker(stack, stride, feature_dim)
+        self.lstm = nn.LSTM(self.stacker.output_dim + cond_dim, hidden_dim, num_layers,
                             batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
 
     def init_state(self, batch: int, device: torch.device | str | None = None) -> EncoderState:
         p = next(self.parameters())
         device = p.device if device is None else torch.device(device)
-        return EncoderState(
-            history=torch.zeros(batch, self.stack - 1, self.feature_dim, device=device, dtype=p.dtype),
-            consumed=torch.zeros(batch, dtype=torch.long, device=device),
-            h=torch.zeros(self.lstm.num_layers, batch, self.output_dim, device=device, dtype=p.dtype),
-            c=torch.zeros(self.lstm.num_layers, batch, self.output_dim, device=device, dtype=p.dtype),
-        )
+        h = torch.zeros(self.lstm.num_layers, batch, self.output_dim, device=device, dtype=p.dtype)
+        return EncoderState(stacker=self.stacker.init_state(batch, device, p.dtype), h=h, c=h.clone())
 
     def output_lengths(self, x_lens: Tensor) -> Tensor:
         """Encoder frames for whole utterances of ``x_lens`` feature frames: ceil(T / stride)."""
-        return (x_lens + self.stride - 1) // self.stride
+        return self.stacker.output_lengths(x_lens)
 
     def forward(self, x: Tensor, x_lens: Tensor, cond: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """x (B,T,F), x_lens (B,), cond (B,C) or None -> y (B,T',D), y_lens (B,), T' = ceil(T/stride)."""
-        y, y_lens, _ = self.streaming_forward(x, x_lens, self.init_state(x.shape[0], x.device), cond)
+        x_lens = x_lens.to(x.device)
+        self._check(x, x_lens, cond)
+        stacked, y_lens = self.stacker(x, x_lens)
+        state = self.init_state(x.shape[0], x.device)
+        y, _, _ = _lstm(self._condition(stacked, cond), y_lens, self.lstm, state.h, state.c)
         return y, y_lens
 
     def streaming_forward(self, x: Tensor, x_lens: Tensor, state: EncoderState,
@@ -101,34 +103,20 @@ class LSTMEncoder(nn.Module):
         """Consume the next chunk: x (B,T,F), x_lens (B,) -> y (B,T',D), y_lens (B,), new state.
 
         Row b yields one frame for each of its feature frames whose absolute index (counting
-        all chunks so far) is a multiple of ``stride``.
+        all chunks so far) is a multiple of ``stride``; rows may be at different stride phases
+        and may bring 0 frames (their state is kept).
         """
         x_lens = x_lens.to(x.device)
         self._check(x, x_lens, cond)
-        stacked, y_lens, history, consumed = self._stack(x, x_lens, state)
-        if self.cond_dim:
-            stacked = torch.cat([stacked, cond[:, None, :].expand(-1, stacked.shape[1], -1)], dim=-1)
-        y, h, c = _lstm(stacked, y_lens, self.lstm, state.h, state.c)
-        return y, y_lens, EncoderState(history, consumed, h, c)
+        stacked, y_lens, stacker_state = self.stacker.streaming_forward(x, x_lens, state.stacker)
+        y, h, c = _lstm(self._condition(stacked, cond), y_lens, self.lstm, state.h, state.c)
+        return y, y_lens, EncoderState(stacker_state, h, c)
 
-    def _stack(self, x: Tensor, x_lens: Tensor, state: EncoderState) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        B, T, F = x.shape
-        S, R = self.stack, self.stride
-        full = torch.cat([state.history, x], dim=1)  # (B, S-1+T, F); x[i] is full[i+S-1]
-        # windows[:, i] = x[i-S+1 .. i] (oldest first), flattened to S*F
-        windows = (full.unfold(1, S, 1).transpose(2, 3).reshape(B, T, S * F) if T
-                   else x.new_zeros(B, 0, S * F))  # unfold rejects a window longer than the input
-        first = (-state.consumed) % R  # chunk position of the first frame on the stride grid
-        y_lens = (torch.clamp(x_lens - first, min=0) + R - 1) // R
-        K = int(y_lens.max()) if B else 0
-        k = torch.arange(K, device=x.device)
-        idx = (first[:, None] + R * k[None, :]).clamp(max=max(T - 1, 0))  # (B,K)
-        stacked = windows.gather(1, idx[:, :, None].expand(B, K, S * F))
-        stacked = stacked * (k[None, :] < y_lens[:, None])[:, :, None].to(x.dtype)
-        # The last S-1 real frames of each row, for the next chunk's windows.
-        h_idx = x_lens[:, None] + torch.arange(S - 1, device=x.device)[None, :]
-        history = full.gather(1, h_idx[:, :, None].expand(B, S - 1, F))
-        return stacked, y_lens, history, state.consumed + x_lens
+    def _condition(self, stacked: Tensor, cond: Tensor | None) -> Tensor:
+        """Append the per-utterance vector to every stacked frame: (B,T',S*F) -> (B,T',S*F+C)."""
+        if not self.cond_dim:
+            return stacked
+        return torch.cat([stacked, cond[:, None, :].expand(-1, stacked.shape[1], -1)], dim=-1)
 
     def _check(self, x: Tensor, x_lens: Tensor, cond: Tensor | None) -> None:
         if x.dim() != 3 or x.shape[-1] != self.feature_dim:
