@@ -16,6 +16,12 @@ PRESETS: dict[str, ModelDims] = {
     # Trains in minutes on 2 CPU cores; the same 640-dim stacked input as the paper.
     "demo": ModelDims(encoder_layers=3, encoder_dim=192, embed_dim=128, predictor_layers=2,
                       predictor_dim=128, joint_dim=192),
+    # The small reproduction scale: about an hour of training for every model on 2 CPU cores.
+    "small": ModelDims(encoder_layers=4, encoder_dim=320, embed_dim=192, predictor_layers=2,
+                       predictor_dim=256, joint_dim=320),
+    # End-to-end pipeline tests on real 80-dim fbank: seconds per model.
+    "ci": ModelDims(encoder_layers=1, encoder_dim=32, embed_dim=16, predictor_layers=1,
+                    predictor_dim=32, joint_dim=32),
     # For unit tests: every code path, in milliseconds.
     "tiny": ModelDims(feature_dim=8, stack=4, stride=3, encoder_layers=2, encoder_dim=12,
                       embed_dim=6, predictor_layers=1, predictor_dim=10, joint_dim=14),

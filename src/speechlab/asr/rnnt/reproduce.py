@@ -1,0 +1,539 @@
+"""``speechlab reproduce multisoftmax``: the multi-softmax RNN-T paper's experiments end to end.
+
+Corpus -> fbank -> grapheme vocabularies -> every model of the paper trained with the shared
+trainer -> decoding -> the analogues of Tables 2-7 (JSON + markdown through the report writer)
+and a plot of WER against T_avg. Scales are YAML files in ``recipes/multisoftmax/``; any lhotse
+multilingual corpus with ``{train,dev,test}_cuts.jsonl.gz`` and a ``language`` on each
+supervision can replace the embedded one (``--corpus``).
+
+Systems, as in the paper:
+- Table 2 (language known): Mono (one model per language), Vanilla, Onehot, MS, MS LSP.
+- Table 3: Mono vs. monolingual models fine-tuned from Onehot and from MS (for MS: the shared
+  and that language's parameters, the other languages' discarded).
+- Table 4 (language unknown): Vanilla, MS LID (decoders of all languages in parallel, LID
+  posteriors pick), MS LID Oracle (the true language's decoder).
+- Table 5: LID accuracy by script match (Vanilla, MS LID) and of the LID head itself.
+- Table 6: parameter counts of the ``paper`` preset next to the paper's, and of the scale's.
+- Table 7: the tau / s_th early-stopping grid: WER, T_avg (eq. 2), measured CPU decode time,
+  LID accuracy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
+from speechlab.asr.rnnt.model import RNNT, build, count_parameters, parameter_table
+from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
+from speechlab.asr.rnnt.search import decode
+from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, Utterance, collate, load_utterances
+from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
+from speechlab.config import load_config, save_config
+from speechlab.errors import ConfigError, DataError
+from speechlab.metrics import ErrorRate, wer, werr, word_weighted_average
+from speechlab.metrics.lid import lid_accuracy, script_of
+from speechlab.report import Figure, Results, Table
+from speechlab.report.plots import line_plot
+from speechlab.report.results import collect_meta
+from speechlab.text.graphemes import GraphemeTokenizer
+from speechlab.train import Trainer, TrainConfig, load_model_weights
+from speechlab.utils import atomic_write_json, seed_everything
+
+log = logging.getLogger(__name__)
+
+SCALES = ("demo", "small", "paper-shape")
+RECIPE_DIR = Path(__file__).resolve().parents[4] / "recipes" / "multisoftmax"
+MODEL_JSON = "model.json"
+PAPER_NAMES = {"en": "En-IN", "hi": "Hi-IN", "ta": "Ta-IN", "gu": "Gu-IN"}
+
+
+@dataclass(frozen=True)
+class CorpusSpec:
+    """The embedded corpus to build when no ``--corpus`` is given (minutes of training audio
+    per language; dev/test sizes follow the corpus builder's split fractions)."""
+
+    minutes: dict[str, float] = field(default_factory=lambda: {"en": 8.0, "hi": 8.0, "ta": 1.0, "gu": 1.0})
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ReproduceConfig:
+    """One scale of the reproduction (see ``recipes/multisoftmax/*.yaml``)."""
+
+    languages: tuple[str, ...] = ("en", "hi", "ta", "gu")
+    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    preset: str = "demo"
+    train: TrainConfig = field(default_factory=TrainConfig)
+    # Monolingual models see only their language's data; the paper trains each to convergence,
+    # here each gets this many updates.
+    mono_steps: int = 300
+    finetune: TrainConfig = field(default_factory=TrainConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    # Test utterances decoded per language (0: all).
+    test_utterances: int = 0
+    # Table 7: (tau in encoder frames of 30 ms, s_th) pairs; "inf" keeps every decoder on.
+    early_stop_grid: tuple[tuple[float, float], ...] = (
+        (math.inf, math.inf), (1000, 0.2), (100, 0.2), (30, 0.2), (30, 0.5), (10, 0.2))
+    # The paper's Table 7 uses a Hindi subset; "" uses every test language.
+    grid_language: str = "hi"
+    seed: int = 0
+
+
+def load_scale(scale: str, config: Path | None = None, overrides: Sequence[str] = ()) -> ReproduceConfig:
+    path = config if config is not None else RECIPE_DIR / f"{scale}.yaml"
+    if not path.exists():
+        raise ConfigError(f"no recipe config {path}; scales: {', '.join(SCALES)}")
+    return load_config(ReproduceConfig, path, list(overrides))
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+
+
+@dataclass
+class Data:
+    languages: tuple[str, ...]
+    tokenizers: dict[str, GraphemeTokenizer]
+    train: list[Utterance]
+    dev: list[Utterance]
+    test: list[Utterance]
+    train_hours: dict[str, float]
+    skipped: dict[str, dict[str, int]]
+
+    @property
+    def vocab_sizes(self) -> dict[str, int]:
+        return {lang: len(self.tokenizers[lang]) for lang in self.languages}
+
+
+def prepare_data(cfg: ReproduceConfig, out_dir: Path, corpus_dir: Path | None) -> Data:
+    from lhotse import CutSet
+
+    if corpus_dir is None:
+        from speechlab.data.corpus import CorpusConfig, make_asr_corpus
+
+        corpus_dir = out_dir / "corpus"
+        if not (corpus_dir / "corpus.json").exists():
+            log.info("building the embedded corpus in %s", corpus_dir)
+            make_asr_corpus(CorpusConfig(minutes=dict(cfg.corpus.minutes), seed=cfg.corpus.seed),
+                            corpus_dir)
+    fbank_dir = out_dir / "fbank"
+    cuts = {}
+    for split in ("train", "dev", "test"):
+        path = corpus_dir / f"{split}_cuts.jsonl.gz"
+        if not path.exists():
+            raise DataError(f"{path} is missing: a corpus dir needs train/dev/test cut manifests")
+        cuts[split] = compute_features(CutSet.from_file(path), fbank_dir, FbankConfig())
+
+    languages = tuple(cfg.languages)
+    texts: dict[str, list[str]] = {lang: [] for lang in languages}
+    for cut in cuts["train"]:
+        for sup in cut.supervisions:
+            if sup.language in texts and (sup.text or "").strip():
+                texts[sup.language].append(sup.text)
+    missing = [lang for lang in languages if not texts[lang]]
+    if missing:
+        raise DataError(f"{corpus_dir}: no training utterances for language(s) {missing}")
+    tokenizers = {lang: GraphemeTokenizer.build(texts[lang], lang) for lang in languages}
+    for lang, tok in tokenizers.items():
+        tok.save(out_dir / "lang" / f"{lang}.json")
+
+    cmvn = fit_cmvn(cuts["train"])
+    cmvn.save(out_dir / "lang" / "cmvn.safetensors")
+    utts, skipped = {}, {}
+    for split in ("train", "dev", "test"):
+        utts[split], report = load_utterances(cuts[split], tokenizers, cmvn, min_frames=3,
+                                              split=split)
+        skipped[split] = dict(report.counts)
+    hours = {lang: sum(u.num_frames for u in utts["train"] if u.language == lang) / 360000
+             for lang in languages}
+    return Data(languages, tokenizers, utts["train"], utts["dev"], utts["test"], hours, skipped)
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+
+def train_model(model: RNNT, data: Data, train_cfg: TrainConfig, task_cfg: TaskConfig,
+                run_dir: Path, *, train: Sequence[Utterance] | None = None) -> RNNT:
+    """Train (or resume) ``model`` in ``run_dir`` and load its best (or last) weights."""
+    task = RNNTTask(model, data.train if train is None else train, data.dev, task_cfg,
+                    seed=train_cfg.seed)
+    # What `speechlab rnnt decode` needs to rebuild the model from this directory.
+    atomic_write_json(run_dir / MODEL_JSON, {"variant": model.variant,
+                                             "vocab_sizes": dict(zip(model.languages, model.vocab_sizes)),
+                                             "preset": model.config.preset if model.config else "custom"})
+    result = Trainer(model, task, train_cfg, run_dir).fit()
+    ckpt = result.best_checkpoint or result.last_checkpoint
+    if ckpt is not None:
+        load_model_weights(model, ckpt)
+    model.eval()
+    return model
+
+
+def load_trained(run_dir: Path) -> RNNT:
+    """Rebuild a model trained by :func:`train_model` from its directory (best, else last)."""
+    import json
+
+    from speechlab.train import latest_checkpoint
+
+    meta_path = Path(run_dir) / MODEL_JSON
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{run_dir} is not a trained RNN-T directory (no {MODEL_JSON})") from None
+    model = build(meta["variant"], meta["vocab_sizes"], meta["preset"])
+    ckpt = Path(run_dir) / "best.pt"
+    ckpt = ckpt if ckpt.exists() else latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise DataError(f"{run_dir} holds no checkpoint")
+    load_model_weights(model, ckpt)
+    return model.eval()
+
+
+def monolingual_key_map(source: RNNT, language: str) -> Callable[[str], str | None]:
+    """Checkpoint key map from a multi-softmax model to a one-language model of the same sizes:
+    shared parameters as they are, ``language``'s embedding / prediction net / output layer
+    renamed to index 0, every other language's and the LID head discarded (Sec. 4 of the
+    paper: fine-tuning "the shared and language specific parameters")."""
+    route = source.routes[language]
+    per_language = {"predictor.embeddings.": route.table, "joiner.outputs.": route.head}
+    if source.spec.lang_predictor:
+        per_language["predictor.lstms."] = route.net
+
+    def map_key(key: str) -> str | None:
+        if key.startswith("lid_head."):
+            return None
+        for prefix, index in per_language.items():
+            if key.startswith(prefix):
+                i, rest = key[len(prefix):].split(".", 1)
+                return f"{prefix}0.{rest}" if int(i) == index else None
+        return key
+
+    return map_key
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding and scoring
+
+
+@dataclass
+class Scored:
+    """Hypotheses of one system on a set of utterances, scored per language."""
+
+    hyps: dict[str, str]
+    by_language: dict[str, ErrorRate]
+    seconds: float = 0.0
+
+    @property
+    def average(self) -> float:
+        return word_weighted_average(self.by_language)
+
+
+def _score(utts: Sequence[Utterance], hyps: Mapping[str, str]) -> dict[str, ErrorRate]:
+    out = {}
+    for lang in sorted({u.language for u in utts}):
+        sel = [u for u in utts if u.language == lang]
+        out[lang] = wer([u.text for u in sel], [hyps[u.id] for u in sel], ids=[u.id for u in sel])
+    return out
+
+
+def _text_of(model: RNNT, tokens: Sequence[int], language: str | None,
+             tokenizers: Mapping[str, GraphemeTokenizer]) -> str:
+    """Label ids -> words: union ids for pooled models, local ids of ``language`` otherwise."""
+    if model.spec.union_vocab:
+        syms = []
+        for t in tokens:
+            lang, j = model.union.to_local(int(t))
+            if lang is not None:
+                syms.append(tokenizers[lang].symbols[j])
+        from speechlab.text.graphemes import join_symbols
+
+        return join_symbols(syms)
+    return tokenizers[language].decode(tokens)
+
+
+def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],
+                 search: SearchConfig, *, give_language: bool = True, batch_size: int = 16) -> Scored:
+    """Decode with the language known (or not needed): one search per utterance."""
+    hyps: dict[str, str] = {}
+    start = time.process_time()
+    by_lang: dict[str, list[Utterance]] = {}
+    for u in utts:
+        by_lang.setdefault(u.language, []).append(u)
+    for lang, group in by_lang.items():
+        for i in range(0, len(group), batch_size):
+            chunk = group[i : i + batch_size]
+            batch = collate(chunk, lang, None)
+            needs = give_language and not model.spec.single_language
+            best = decode(model, batch.x, batch.x_lens, lang if needs else None, search)
+            for u, h in zip(chunk, best):
+                hyps[u.id] = _text_of(model, h.tokens, lang, tokenizers)
+    return Scored(hyps, _score(utts, hyps), time.process_time() - start)
+
+
+@dataclass
+class LidFreeRun:
+    lid: Scored
+    oracle: Scored
+    picked: dict[str, str]
+    t_avg: float
+    cpu_seconds: float
+    audio_seconds: float
+
+
+def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],
+                            search: SearchConfig, early_stop: EarlyStopConfig) -> LidFreeRun:
+    cfg = DecodeConfig(search=search, early_stop=early_stop, select="lid")
+    hyps, oracle, picked = {}, {}, {}
+    t_avgs, cpu = [], 0.0
+    for u in utts:
+        r = decode_lid_free(model, u.feats, cfg, true_language=u.language)
+        picked[u.id] = r.language
+        hyps[u.id] = tokenizers[r.language].decode(r.tokens)
+        oracle[u.id] = tokenizers[u.language].decode(r.hypotheses[u.language])
+        t_avgs.append(r.t_avg)
+        cpu += r.cpu_seconds
+    audio = sum(u.num_frames for u in utts) / 100
+    return LidFreeRun(Scored(hyps, _score(utts, hyps), cpu), Scored(oracle, _score(utts, oracle)),
+                      picked, sum(t_avgs) / max(len(t_avgs), 1), cpu, audio)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+
+def _wer_row(name: str, scored: Scored, languages: Sequence[str], baseline: float | None) -> list:
+    avg = scored.average
+    row: list = [name] + [100 * scored.by_language[lang].wer if lang in scored.by_language else None
+                          for lang in languages]
+    row += [100 * avg, werr(baseline, avg) if baseline else 0.0]
+    return row
+
+
+def _wer_table(name: str, caption: str, rows: Sequence[tuple[str, Scored]], languages: Sequence[str]) -> Table:
+    baseline = rows[0][1].average
+    cols = ["System"] + [PAPER_NAMES.get(lang, lang) for lang in languages] + ["Avg.", "WERR"]
+    return Table(name=name, caption=caption, columns=cols,
+                 rows=[_wer_row(n, s, languages, baseline) for n, s in rows],
+                 formats={c: "{:.2f}" for c in cols[1:]})
+
+
+def _merge(parts: Sequence[Scored]) -> Scored:
+    hyps, by_lang, secs = {}, {}, 0.0
+    for p in parts:
+        hyps.update(p.hyps)
+        by_lang.update(p.by_language)
+        secs += p.seconds
+    return Scored(hyps, by_lang, secs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The reproduction
+
+
+def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_dir: Path | None = None,
+        config: Path | None = None, overrides: Sequence[str] = ()) -> Path:
+    """Run every experiment of the paper at ``scale``; returns the run directory."""
+    started = time.time()
+    cfg = load_scale(scale, config, overrides)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out / "config.yaml")
+    seed_everything(cfg.seed)
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+
+    data = prepare_data(cfg, out, Path(corpus_dir) if corpus_dir else None)
+    langs, sizes = data.languages, data.vocab_sizes
+    log.info("vocabularies (with blank): %s; training hours: %s", sizes,
+             {k: round(v, 3) for k, v in data.train_hours.items()})
+    test = data.test
+    if cfg.test_utterances:
+        test = [u for lang in langs for u in [v for v in data.test if v.language == lang][: cfg.test_utterances]]
+    models_dir = out / "models"
+
+    def multi(variant: str) -> RNNT:
+        torch.manual_seed(cfg.seed)
+        return train_model(build(variant, sizes, cfg.preset), data, cfg.train, cfg.task, models_dir / variant)
+
+    mono: dict[str, RNNT] = {}
+    for lang in langs:
+        torch.manual_seed(cfg.seed)
+        model = build("mono", {lang: sizes[lang]}, cfg.preset)
+        mono[lang] = train_model(model, data, replace(cfg.train, max_steps=cfg.mono_steps), cfg.task,
+                                 models_dir / f"mono_{lang}",
+                                 train=[u for u in data.train if u.language == lang])
+    variants = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
+    models = {v: multi(v) for v in variants}
+
+    # Fine-tuning (Table 3): from Onehot the whole model continues on one language (its one-hot
+    # fixed); from MS a one-language model takes the shared + that language's parameters.
+    finetuned: dict[str, dict[str, RNNT]] = {"onehot": {}, "multisoftmax": {}}
+    ft_cfg = cfg.finetune
+    for lang in langs:
+        lang_train = [u for u in data.train if u.language == lang]
+        src_ckpt = models_dir / "onehot" / "best.pt"
+        m = build("onehot", sizes, cfg.preset)
+        load_model_weights(m, src_ckpt if src_ckpt.exists() else _last(models_dir / "onehot"))
+        finetuned["onehot"][lang] = train_model(m, data, ft_cfg, cfg.task, models_dir / f"ft_onehot_{lang}",
+                                                train=lang_train)
+        src = models["multisoftmax"]
+        m = build("mono", {lang: sizes[lang]}, cfg.preset)
+        src_ckpt = models_dir / "multisoftmax" / "best.pt"
+        load_model_weights(m, src_ckpt if src_ckpt.exists() else _last(models_dir / "multisoftmax"),
+                           map_key=monolingual_key_map(src, lang))
+        finetuned["multisoftmax"][lang] = train_model(m, data, ft_cfg, cfg.task, models_dir / f"ft_ms_{lang}",
+                                                      train=lang_train)
+
+    log.info("decoding %d test utterances", len(test))
+    by_lang_test = {lang: [u for u in test if u.language == lang] for lang in langs}
+    s = cfg.search
+    mono_scored = _merge([decode_known(mono[lang], by_lang_test[lang], data.tokenizers, s) for lang in langs])
+    known = {v: decode_known(models[v], test, data.tokenizers, s) for v in variants}
+    ft_scored = {base: _merge([decode_known(finetuned[base][lang], by_lang_test[lang], data.tokenizers, s)
+                               for lang in langs]) for base in finetuned}
+    lid_free = decode_without_language(models["multisoftmax_lid"], test, data.tokenizers, s, EarlyStopConfig())
+
+    tables = [
+        _wer_table("table2", "WER[%] with the input language known (Table 2). Avg. is word-weighted; "
+                   "WERR relative to Monolingual.", [
+                       ("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
+                       ("Multilingual Onehot", known["onehot"]), ("Multi-softmax", known["multisoftmax"]),
+                       ("Multi-softmax LSP", known["multisoftmax_lsp"])], langs),
+        _wer_table("table3", "WER[%] of monolingual models from scratch vs. fine-tuned from a "
+                   "multilingual seed (Table 3).", [
+                       ("Monolingual", mono_scored), ("Onehot finetuning", ft_scored["onehot"]),
+                       ("Multi-softmax finetuning", ft_scored["multisoftmax"])], langs),
+        _wer_table("table4", "WER[%] with the input language unknown (Table 4): MS LID runs one "
+                   "decoder per language on one encoder pass and picks by averaged LID posteriors.", [
+                       ("Multilingual Vanilla", known["vanilla"]), ("Multi-softmax LID", lid_free.lid),
+                       ("Multi-softmax LID Oracle", lid_free.oracle)], langs),
+        _lid_table(models["vanilla"], known["vanilla"], lid_free, test, langs),
+        _param_table(cfg.preset, sizes, {**{f"mono_{l}": m for l, m in mono.items()}, **models}),
+    ]
+    grid_table, grid_fig = _early_stop_grid(cfg, models["multisoftmax_lid"], test, data, out)
+    tables.append(grid_table)
+
+    _write_hyps(out / "hyps", test, {"mono": mono_scored, **known, "ft_onehot": ft_scored["onehot"],
+                                     "ft_multisoftmax": ft_scored["multisoftmax"],
+                                     "ms_lid": lid_free.lid, "ms_lid_oracle": lid_free.oracle})
+    notes = _notes(cfg, scale, data, test)
+    results = Results(title=f"Multi-softmax RNN-T reproduction ({scale} scale)", tables=tables,
+                      figures=[grid_fig], notes=notes, meta=collect_meta(started=started))
+    results.save(out)
+    log.info("multisoftmax reproduction written to %s in %.1f min", out, (time.time() - started) / 60)
+    return out
+
+
+def _last(run_dir: Path) -> Path:
+    from speechlab.train import latest_checkpoint
+
+    ckpt = latest_checkpoint(run_dir)
+    if ckpt is None:
+        raise DataError(f"{run_dir} holds no checkpoint to fine-tune from")
+    return ckpt
+
+
+def _lid_table(vanilla: RNNT, vanilla_scored: Scored, lid_free: LidFreeRun, test: Sequence[Utterance],
+               langs: Sequence[str]) -> Table:
+    """Table 5: % of utterances whose hypothesis script matches the transcription's."""
+    truth = [u.language for u in test]
+    want = {lang: script_of(next(u.text for u in test if u.language == lang)) for lang in langs
+            if any(u.language == lang for u in test)}
+    script_to_lang = {v: k for k, v in want.items()}
+
+    def by_script(scored: Scored):
+        pred = [script_to_lang.get(script_of(scored.hyps[u.id]) or "", "none") for u in test]
+        return lid_accuracy(truth, pred)
+
+    rows = []
+    for name, acc in (("Multilingual Vanilla (script)", by_script(vanilla_scored)),
+                      ("Multi-softmax LID (script)", by_script(lid_free.lid)),
+                      ("Multi-softmax LID (LID head)",
+                       lid_accuracy(truth, [lid_free.picked[u.id] for u in test]))):
+        rows.append([name] + [100 * acc.per_language[lang].accuracy if lang in acc.per_language else None
+                              for lang in langs]
+                    + [100 * acc.macro_accuracy])
+    cols = ["System"] + [PAPER_NAMES.get(lang, lang) for lang in langs] + ["Avg."]
+    return Table(name="table5", caption="LID accuracy [%] (Table 5): script of the hypothesis vs. "
+                 "the transcription's, and the LID head's choice. Avg. is the mean over languages.",
+                 columns=cols, rows=rows, formats={c: "{:.1f}" for c in cols[1:]})
+
+
+def _param_table(preset: str, sizes: Mapping[str, int], trained: Mapping[str, RNNT]) -> Table:
+    """Table 6: the paper preset with Table 1's vocabularies next to the paper, and ours."""
+    paper = parameter_table("paper")
+    rows = [[r["variant"], r["params_m"], r["paper_m"], 100 * r["rel_diff"]] for r in paper]
+    ours = [[f"{name} ({preset} preset, this corpus)", count_parameters(m) / 1e6, None, None]
+            for name, m in trained.items()]
+    return Table(name="table6", caption="Parameters in millions (Table 6): the paper preset with "
+                 "Table 1's vocabularies (en 133, hi 59, ta 97, gu 123) vs. the paper; then the "
+                 "models trained here.", columns=["Model", "Params (M)", "Paper (M)", "Diff [%]"],
+                 rows=rows + ours, formats={"Params (M)": "{:.2f}", "Paper (M)": "{:.2f}",
+                                            "Diff [%]": "{:+.2f}"})
+
+
+def _early_stop_grid(cfg: ReproduceConfig, model: RNNT, test: Sequence[Utterance], data: Data,
+                     out: Path) -> tuple[Table, Figure]:
+    utts = [u for u in test if not cfg.grid_language or u.language == cfg.grid_language]
+    if not utts:
+        raise DataError(f"no test utterances in grid language {cfg.grid_language!r}")
+    rows, xs, ys = [], [], []
+    for tau, s_th in cfg.early_stop_grid:
+        r = decode_without_language(model, utts, data.tokenizers, cfg.search, EarlyStopConfig(tau=tau, s_th=s_th))
+        acc = lid_accuracy([u.language for u in utts], [r.picked[u.id] for u in utts]).accuracy
+        w = 100 * r.lid.average
+        rows.append([_fmt_inf(tau), _fmt_inf(s_th), w, r.t_avg, 1000 * r.cpu_seconds / len(utts),
+                     r.cpu_seconds / r.audio_seconds, 100 * acc])
+        xs.append(r.t_avg)
+        ys.append(w)
+    fig_path = "wer_vs_tavg.png"
+    line_plot(xs, {"MS LID early stopping": ys}, path=out / fig_path, xlabel="T_avg (decoders running on average)",
+              ylabel="WER [%]", title="WER vs. T_avg (Table 7 grid)")
+    lang_name = PAPER_NAMES.get(cfg.grid_language, cfg.grid_language) if cfg.grid_language else "all"
+    table = Table(name="table7", caption=f"Early stopping trade-off on the {lang_name} test set "
+                  f"({len(utts)} utterances; Table 7). tau in encoder frames (30 ms); decode time is "
+                  "process CPU time of encoder + LID head + all running decoders, measured.",
+                  columns=["tau", "s_th", "WER", "T_avg", "CPU ms/utt", "RTF", "LID acc."],
+                  rows=rows, formats={"WER": "{:.2f}", "T_avg": "{:.2f}", "CPU ms/utt": "{:.1f}",
+                                      "RTF": "{:.3f}", "LID acc.": "{:.1f}"})
+    return table, Figure(path=fig_path, caption="WER against T_avg over the tau / s_th grid.")
+
+
+def _fmt_inf(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:g}"
+
+
+def _write_hyps(dir_: Path, test: Sequence[Utterance], systems: Mapping[str, Scored]) -> None:
+    from speechlab.utils import atomic_write_text
+
+    atomic_write_text(dir_ / "ref.txt", "".join(f"{u.id} {u.text}\n" for u in test))
+    for name, s in systems.items():
+        atomic_write_text(dir_ / f"{name}.txt", "".join(f"{u.id} {s.hyps.get(u.id, '')}\n" for u in test))
+    atomic_write_json(dir_ / "summary.json", {n: {lang: e.to_dict() for lang, e in s.by_language.items()}
+                                             for n, s in systems.items()})
+
+
+def _notes(cfg: ReproduceConfig, scale: str, data: Data, test: Sequence[Utterance]) -> str:
+    counts = {lang: sum(u.language == lang for u in test) for lang in data.languages}
+    hours = ", ".join(f"{PAPER_NAMES.get(k, k)} {60 * v:.1f} min" for k, v in data.train_hours.items())
+    sizes = ", ".join(f"{k} {v}" for k, v in data.vocab_sizes.items())
+    skipped = "; ".join(f"{split}: {d}" for split, d in data.skipped.items() if d) or "none"
+    return (
+        f"Scale `{scale}` (preset `{cfg.preset}`): {cfg.train.max_steps} updates per multilingual model, "
+        f"{cfg.mono_steps} per monolingual model, {cfg.finetune.max_steps} fine-tuning updates.\n\n"
+        f"Training audio: {hours}. Vocabularies with blank: {sizes}. Test utterances: {counts}. "
+        f"Skipped or flagged utterances: {skipped}.\n\n"
+        "The embedded corpus is synthetic (espeak-ng voices reading real sentences), so absolute WERs "
+        "are not comparable with the paper's; the tables have the paper's shape and are computed by "
+        "the command in `meta`. Search: "
+        f"{cfg.search.method}, beam {cfg.search.beam}, at most {cfg.search.max_symbols_per_frame} "
+        "symbols per frame."
+    )

@@ -1,0 +1,234 @@
+"""Training the multi-softmax RNN-T family with the shared trainer.
+
+:func:`load_utterances` turns a corpus split (lhotse cuts with cached fbank) into in-memory
+:class:`Utterance` records: CMVN-normalised features and local label ids of each utterance's
+own language. Bad utterances are counted and logged, never passed on to the loss:
+an unknown language (no head for it), an empty transcript, a symbol outside the language's
+inventory, or audio too short to give one encoder frame.
+
+:class:`RNNTTask` is the :class:`speechlab.train.trainer.Task` the trainer drives: language-
+homogeneous mini-batches whose language is drawn with probability proportional to its hours of
+training data (Section 4 of the multi-softmax paper), the RNN-T loss, plus the frame-level LID
+cross-entropy for the ``multisoftmax_lid`` variant (Section 4.2).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
+from speechlab.asr.rnnt.model import RNNT, UnionMap, lid_ce_loss
+from speechlab.audio.features import load_features
+from speechlab.audio.transforms import GlobalCMVN, SpecAugment, SpecAugmentConfig
+from speechlab.errors import DataError
+from speechlab.text.graphemes import GraphemeTokenizer
+from speechlab.text.normalize import normalize_text
+from speechlab.train.sampler import LanguageBatch, LanguageBatches, MapBatches
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One utterance held in memory. feats (T, F) are CMVN-normalised 10 ms fbank frames;
+    ``tokens`` are local label ids of ``language`` (None when the transcript could not be
+    encoded: such utterances are scored on text but never trained on)."""
+
+    id: str
+    language: str
+    feats: Tensor
+    text: str
+    tokens: tuple[int, ...] | None
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.feats.shape[0])
+
+
+@dataclass
+class SkipReport:
+    """Utterances left out of a split, by reason, with a few example ids for the log."""
+
+    counts: Counter
+    examples: dict[str, list[str]]
+
+    def add(self, reason: str, utt: str) -> None:
+        self.counts[reason] += 1
+        self.examples.setdefault(reason, [])
+        if len(self.examples[reason]) < 3:
+            self.examples[reason].append(utt)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def load_utterances(cuts, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN | None,
+                    *, min_frames: int = 1, split: str = "") -> tuple[list[Utterance], SkipReport]:
+    """Cuts with features -> utterances; skipped ones are counted by reason and logged.
+
+    ``min_frames`` is the fewest 10 ms frames an utterance needs (one stacked encoder frame).
+    """
+    skipped = SkipReport(Counter(), {})
+    out: list[Utterance] = []
+    for cut in cuts:
+        sup = cut.supervisions[0] if cut.supervisions else None
+        if sup is None or not (sup.text or "").strip():
+            skipped.add("empty transcript", cut.id)
+            continue
+        lang = sup.language
+        tok = tokenizers.get(lang)
+        if tok is None:
+            skipped.add(f"language {lang!r} has no head", cut.id)
+            continue
+        feats = load_features(cut)
+        if feats.shape[0] < min_frames:
+            skipped.add("too short for one encoder frame", cut.id)
+            continue
+        try:
+            tokens: tuple[int, ...] | None = tuple(tok.encode(sup.text, utt=cut.id))
+        except DataError:
+            # Scored on its text, but the loss cannot see a symbol the softmax lacks.
+            skipped.add(f"symbol outside the {lang} inventory", cut.id)
+            tokens = None
+        if tokens is not None and not tokens:
+            skipped.add("transcript empty after normalisation", cut.id)
+            continue
+        if cmvn is not None:
+            feats = cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
+        out.append(Utterance(cut.id, lang, feats.float(), normalize_text(sup.text, lang), tokens))
+    if skipped.total:
+        log.warning("%s: skipped/flagged %d utterance(s): %s", split or "split", skipped.total,
+                    "; ".join(f"{r}: {n} (e.g. {', '.join(skipped.examples[r])})"
+                              for r, n in skipped.counts.items()))
+    return out, skipped
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Batching and loss options of RNN-T training.
+
+    ``max_frames`` bounds the padded 10 ms frames in a batch; ``lid_weight`` scales the LID
+    cross-entropy (the paper simply adds it: 1.0); ``loss`` picks the full-logits loss or the
+    fused one that never holds all (B,T,U+1,V) logits (for large vocabularies).
+    """
+
+    max_frames: int = 6000
+    lid_weight: float = 1.0
+    loss: Literal["full", "fused"] = "full"
+    spec_augment: bool = True
+    valid_utterances: int = 200
+
+
+@dataclass(frozen=True)
+class Batch:
+    """x (B,T,F), x_lens (B,), targets (B,U), target_lens (B,), one language per batch."""
+
+    ids: list[str]
+    language: str
+    x: Tensor
+    x_lens: Tensor
+    targets: Tensor
+    target_lens: Tensor
+
+
+def collate(utts: Sequence[Utterance], language: str, union: UnionMap | None) -> Batch:
+    """Pad a language-homogeneous list of utterances; ``union`` maps local ids to union ids
+    (vanilla and onehot models share one softmax over every language's symbols)."""
+    lens = torch.tensor([u.num_frames for u in utts])
+    x = torch.zeros(len(utts), int(lens.max()), utts[0].feats.shape[1])
+    for i, u in enumerate(utts):
+        x[i, : u.num_frames] = u.feats
+    labels = [list(u.tokens or ()) for u in utts]
+    if union is not None:
+        labels = [union.to_union(language, t) for t in labels]
+    t_lens = torch.tensor([len(t) for t in labels])
+    targets = torch.zeros(len(utts), max(int(t_lens.max()), 1), dtype=torch.long)
+    for i, t in enumerate(labels):
+        targets[i, : len(t)] = torch.tensor(t, dtype=torch.long)
+    return Batch([u.id for u in utts], language, x, lens, targets, t_lens)
+
+
+def _loss_full(out: dict[str, Any], batch: Batch) -> Tensor:
+    return rnnt_loss(out["logits"], batch.targets, out["enc_lens"], batch.target_lens)
+
+
+def _loss_fused(out: dict[str, Any], batch: Batch) -> Tensor:
+    joint = out["joint"]
+    return rnnt_loss_fused(out["enc"], out["pred"], lambda e, p: joint(e[:, :, 0], p[:, 0]),
+                           batch.targets, out["enc_lens"], batch.target_lens)
+
+
+LOSSES = {"full": _loss_full, "fused": _loss_fused}
+
+
+class RNNTTask:
+    """The trainer's task for one RNN-T model on in-memory utterances."""
+
+    def __init__(self, model: RNNT, train: Sequence[Utterance], dev: Sequence[Utterance],
+                 cfg: TaskConfig = TaskConfig(), *, seed: int = 0, rank: int = 0,
+                 world_size: int = 1) -> None:
+        self.cfg = cfg
+        self.languages = set(model.languages)
+        self.train = [u for u in train if u.tokens is not None and u.language in self.languages]
+        self.dev = [u for u in dev if u.tokens is not None and u.language in self.languages]
+        if not self.train:
+            raise DataError(f"no training utterances in {sorted(self.languages)}")
+        self.union = model.union if model.spec.union_vocab else None
+        self.has_lid = model.lid_head is not None
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
+        self._loss = LOSSES[cfg.loss]
+
+    def batches(self) -> MapBatches:
+        sampler = LanguageBatches([u.language for u in self.train],
+                                  durations=[u.num_frames for u in self.train],
+                                  max_frames=self.cfg.max_frames, seed=self.seed, rank=self.rank,
+                                  world_size=self.world_size)
+        return MapBatches(sampler, self._collate)
+
+    def _collate(self, b: LanguageBatch) -> Batch:
+        return collate([self.train[i] for i in b.indices], b.language, self.union)
+
+    def _forward(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, dict[str, float]]:
+        x = batch.x
+        if train and self.spec_augment is not None:
+            x, _ = self.spec_augment(x, batch.x_lens)
+        out = model(x, batch.x_lens, batch.targets, batch.target_lens, batch.language,
+                    compute_logits=self.cfg.loss == "full")
+        rnnt = self._loss(out, batch)
+        stats = {"rnnt": float(rnnt.detach())}
+        loss = rnnt
+        if self.has_lid:
+            ce = lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"])
+            stats["lid_ce"] = float(ce.detach())
+            loss = loss + self.cfg.lid_weight * ce
+        return loss, stats
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, dict[str, float], float]:
+        loss, stats = self._forward(model, batch, train=True)
+        return loss, stats, float(len(batch.ids))
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Dev RNN-T loss per utterance over (at most ``valid_utterances`` of) each language."""
+        by_lang: dict[str, list[Utterance]] = {}
+        for u in self.dev:
+            by_lang.setdefault(u.language, []).append(u)
+        total, n = 0.0, 0
+        for lang, utts in sorted(by_lang.items()):
+            utts = utts[: self.cfg.valid_utterances]
+            for i in range(0, len(utts), 16):
+                chunk = utts[i : i + 16]
+                batch = collate(chunk, lang, self.union)
+                loss, stats = self._forward(model, batch, train=False)
+                total += stats["rnnt"] * len(chunk)
+                n += len(chunk)
+        return {"loss": total / n if n else math.nan}

@@ -1,0 +1,102 @@
+"""The RNN-T training task: utterance loading with counted skips, batching, fine-tuning maps."""
+
+from __future__ import annotations
+
+import torch
+from lhotse import CutSet
+
+from speechlab.asr.rnnt import build
+from speechlab.asr.rnnt.reproduce import monolingual_key_map
+from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, Utterance, collate, load_utterances
+from speechlab.audio.features import compute_features
+from speechlab.testing.audio import tone_cut
+from speechlab.text.graphemes import GraphemeTokenizer
+from speechlab.train import load_model_weights, save_checkpoint
+
+
+def _cuts(tmp_path):
+    spec = [
+        ("ok_en", "the cat", "en", 0.5),
+        ("ok_hi", "नमस्ते दुनिया", "hi", 0.5),
+        ("empty", "  ", "en", 0.5),
+        ("unknown_lang", "bonjour", "fr", 0.5),
+        ("oov", "the dog", "en", 0.5),  # 'd', 'o', 'g' are not in the English inventory below
+        ("short", "the", "en", 0.01),
+    ]
+    cuts = [tone_cut(tmp_path / f"{i}.wav", duration=d, text=t, language=lang, cut_id=i, seed=k)
+            for k, (i, t, lang, d) in enumerate(spec)]
+    return compute_features(CutSet.from_cuts(cuts), tmp_path / "fbank", progress=False)
+
+
+def test_load_utterances_counts_every_bad_case(tmp_path):
+    toks = {"en": GraphemeTokenizer.build(["the cat"], "en"),
+            "hi": GraphemeTokenizer.build(["नमस्ते दुनिया"], "hi")}
+    utts, skipped = load_utterances(_cuts(tmp_path), toks, None, min_frames=3)
+    ids = {u.id: u for u in utts}
+    assert set(ids) == {"ok_en", "ok_hi", "oov"}
+    assert ids["oov"].tokens is None  # scored on text, never trained on
+    assert ids["ok_en"].tokens == tuple(toks["en"].encode("the cat"))
+    assert skipped.counts["empty transcript"] == 1
+    assert skipped.counts["language 'fr' has no head"] == 1
+    assert skipped.counts["symbol outside the en inventory"] == 1
+    assert skipped.counts["too short for one encoder frame"] == 1
+
+
+def _utts(sizes, n=24, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    langs = list(sizes)
+    for i in range(n):
+        lang = langs[i % len(langs)]
+        T = 30 + int(torch.randint(0, 30, (1,), generator=g))
+        toks = torch.randint(1, sizes[lang], (5,), generator=g).tolist()
+        out.append(Utterance(f"u{i}", lang, torch.randn(T, 80, generator=g), "x", tuple(toks)))
+    return out
+
+
+def test_batches_are_language_homogeneous_and_union_mapped():
+    sizes = {"en": 7, "hi": 5}
+    model = build("vanilla", sizes, "ci")
+    task = RNNTTask(model, _utts(sizes), [], TaskConfig(max_frames=200, spec_augment=False))
+    it = task.batches()
+    for _ in range(10):
+        b = next(it)
+        langs = {task.train[int(i[1:])].language for i in b.ids}
+        assert langs == {b.language}
+        # union ids: Hindi's local ids are shifted past English's 6 non-blank symbols
+        real = b.targets[torch.arange(b.targets.shape[1])[None] < b.target_lens[:, None]]
+        if b.language == "hi":
+            assert int(real.min()) >= 7
+        else:
+            assert int(real.max()) <= 6
+
+
+def test_loss_is_finite_and_lid_variant_adds_ce():
+    sizes = {"en": 7, "hi": 5}
+    utts = _utts(sizes)
+    for variant in ("multisoftmax", "multisoftmax_lid"):
+        model = build(variant, sizes, "ci")
+        task = RNNTTask(model, utts, utts[:4], TaskConfig(max_frames=200))
+        loss, stats, weight = task.loss(model, next(task.batches()))
+        assert torch.isfinite(loss) and weight >= 1
+        assert ("lid_ce" in stats) == (variant == "multisoftmax_lid")
+        loss.backward()
+        assert "loss" in task.validate(model.eval())
+
+
+def test_monolingual_model_from_multisoftmax_keeps_shared_and_own_head(tmp_path):
+    sizes = {"en": 7, "hi": 5, "ta": 6}
+    src = build("multisoftmax_lid", sizes, "ci")
+    save_checkpoint(tmp_path / "ms.pt", model=src.state_dict())
+    mono = build("mono", {"hi": 5}, "ci")
+    load_model_weights(mono, tmp_path / "ms.pt", map_key=monolingual_key_map(src, "hi"))
+    route = src.routes["hi"]
+    torch.testing.assert_close(mono.encoder.lstm.weight_ih_l0, src.encoder.lstm.weight_ih_l0)
+    torch.testing.assert_close(mono.predictor.embeddings[0].weight, src.predictor.embeddings[route.table].weight)
+    torch.testing.assert_close(mono.joiner.outputs[0].weight, src.joiner.outputs[route.head].weight)
+    # The mono model then decodes like the multilingual one restricted to Hindi.
+    b = collate(_utts({"hi": 5}, n=2), "hi", None)
+    with torch.no_grad():
+        a = src.eval()(b.x, b.x_lens, b.targets, b.target_lens, "hi")["logits"]
+        m = mono.eval()(b.x, b.x_lens, b.targets, b.target_lens, None)["logits"]
+    torch.testing.assert_close(a, m)
