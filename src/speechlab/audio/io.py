@@ -1,0 +1,191 @@
+"""Reading audio, and checking audio and transcripts before anything trains on them.
+
+Every check raises :class:`~speechlab.errors.DataError` naming the file and utterance and saying
+what to do, so one bad file in a corpus of thousands is found at import time, not as a crash
+or a silently wrong batch hours into training. Cases detected:
+
+* unreadable: missing file, not an audio format libsndfile understands;
+* truncated: a WAV whose ``data`` chunk declares more bytes than the file holds (libsndfile
+  silently reads what is there), or audio shorter/longer than its manifest says;
+* empty: zero samples;
+* wrong sample rate, wrong channel count;
+* transcripts: empty text, unknown or missing language tag.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import soundfile as sf
+
+from speechlab.errors import DataError, where
+
+# Samples a manifest's length may differ from the file by (rounding of durations in seconds).
+SAMPLE_TOLERANCE = 1
+# WAV writers that stream (pipes) put a placeholder size in the data chunk; not a truncation.
+_STREAMING_SIZES = (0, 0xFFFFFFFF)
+_STREAMING_MIN = 0x7FFFF000
+
+
+@dataclass(frozen=True)
+class AudioInfo:
+    """What the file header says: sample rate, channels, frames (samples per channel)."""
+
+    sample_rate: int
+    channels: int
+    frames: int
+    format: str
+
+
+def _wav_shortfall(path: Path) -> tuple[int, int] | None:
+    """For a RIFF/WAVE file, (declared data bytes, bytes actually present); else None."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+                return None
+            pos = 12
+            while pos + 8 <= size:
+                f.seek(pos)
+                chunk_id, chunk_len = struct.unpack("<4sI", f.read(8))
+                if chunk_id == b"data":
+                    if chunk_len in _STREAMING_SIZES or chunk_len >= _STREAMING_MIN:
+                        return None
+                    return chunk_len, size - (pos + 8)
+                pos += 8 + chunk_len + (chunk_len & 1)
+    except OSError:
+        return None
+    return None
+
+
+def audio_info(path: str | Path, *, utt: str | None = None) -> AudioInfo:
+    """Header information of an audio file; DataError if missing, unreadable or truncated."""
+    path = Path(path)
+    loc = where(path, utt=utt)
+    if not path.exists():
+        raise DataError(f"{loc}: audio file does not exist; fix the path in the manifest/wav.scp")
+    if path.stat().st_size == 0:
+        raise DataError(f"{loc}: audio file is empty (0 bytes); re-create or drop it")
+    try:
+        info = sf.info(str(path))
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DataError(f"{loc}: unreadable audio ({e}); convert it to WAV/FLAC or drop it") \
+            from None
+    shortfall = _wav_shortfall(path)
+    if shortfall is not None and shortfall[1] < shortfall[0]:
+        declared, present = shortfall
+        raise DataError(f"{loc}: truncated WAV: header declares {declared} data bytes but only "
+                        f"{present} are present; re-create the file or drop it")
+    return AudioInfo(sample_rate=int(info.samplerate), channels=int(info.channels),
+                     frames=int(info.frames), format=str(info.format))
+
+
+def _check_shape(info: AudioInfo, loc: str, expected_sr: int | None,
+                 channels: int | None) -> None:
+    if info.frames <= 0:
+        raise DataError(f"{loc}: audio has no samples; drop this utterance")
+    if expected_sr is not None and info.sample_rate != expected_sr:
+        raise DataError(f"{loc}: sample rate {info.sample_rate} Hz, expected {expected_sr} Hz; "
+                        f"resample it (e.g. sox in.wav -r {expected_sr} out.wav)")
+    if channels is not None and info.channels != channels:
+        raise DataError(f"{loc}: {info.channels} channels, expected {channels}; "
+                        "downmix it (e.g. sox in.wav -c 1 out.wav)")
+
+
+def validate_audio_file(path: str | Path, expected_sr: int | None = 16000,
+                        channels: int | None = 1, *, utt: str | None = None) -> AudioInfo:
+    """Check a file is readable, complete, non-empty, at ``expected_sr`` with ``channels``."""
+    info = audio_info(path, utt=utt)
+    _check_shape(info, where(path, utt=utt), expected_sr, channels)
+    return info
+
+
+def load_audio(path: str | Path, expected_sr: int | None = 16000, *, channels: int | None = 1,
+               utt: str | None = None) -> np.ndarray:
+    """Read a mono audio file as float32 in [-1, 1].
+
+    Args:
+        path: audio file (anything libsndfile reads: WAV, FLAC, OGG...).
+        expected_sr: required sample rate (None: accept any).
+        channels: required channel count (None: accept any; the result is then (T, C)).
+        utt: utterance id, for error messages.
+
+    Returns:
+        (T,) float32 for mono, (T, C) if ``channels`` is not 1.
+    """
+    info = validate_audio_file(path, expected_sr, channels, utt=utt)
+    try:
+        audio, _sr = sf.read(str(path), dtype="float32", always_2d=False)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DataError(f"{where(path, utt=utt)}: unreadable audio ({e})") from None
+    if audio.shape[0] != info.frames:
+        raise DataError(f"{where(path, utt=utt)}: header says {info.frames} samples but "
+                        f"{audio.shape[0]} could be read (truncated or corrupt); re-create it")
+    return audio
+
+
+def validate_recording(rec: Any, expected_sr: int | None = 16000,
+                       channels: int | None = 1) -> None:
+    """Check a lhotse ``Recording``: rate, channels, and that its audio matches the manifest."""
+    loc = f"recording {rec.id!r}"
+    if expected_sr is not None and rec.sampling_rate != expected_sr:
+        raise DataError(f"{loc}: sample rate {rec.sampling_rate} Hz, expected {expected_sr} Hz; "
+                        "resample it (import with resampling enabled)")
+    if channels is not None and rec.num_channels != channels:
+        raise DataError(f"{loc}: {rec.num_channels} channels, expected {channels}; downmix it")
+    if rec.num_samples <= 0:
+        raise DataError(f"{loc}: no samples; drop it")
+    plain_files = not rec.transforms and all(s.type == "file" for s in rec.sources)
+    if plain_files:
+        for src in rec.sources:
+            info = audio_info(src.source, utt=rec.id)
+            _check_shape(info, where(src.source, utt=rec.id), rec.sampling_rate,
+                         len(src.channels) if channels is not None else None)
+            if abs(info.frames - rec.num_samples) > SAMPLE_TOLERANCE:
+                raise DataError(f"{where(src.source, utt=rec.id)}: file has {info.frames} "
+                                f"samples but the manifest says {rec.num_samples} (truncated or "
+                                "replaced); re-create the file or the manifest")
+        return
+    # Commands, URLs, in-memory audio, resampling transforms: decode to check.
+    try:
+        audio = rec.load_audio()
+    except Exception as e:  # noqa: BLE001 - lhotse/backends raise many types
+        raise DataError(f"{loc}: audio cannot be loaded ({type(e).__name__}: {e})") from None
+    if abs(audio.shape[-1] - rec.num_samples) > SAMPLE_TOLERANCE:
+        raise DataError(f"{loc}: decoded {audio.shape[-1]} samples but the manifest says "
+                        f"{rec.num_samples}; re-create the manifest")
+
+
+def validate_supervision(text: str | None, language: str | None, known_languages: Iterable[str],
+                         *, utt: str | None = None) -> None:
+    """Check a transcript is non-empty and its language tag is one of ``known_languages``."""
+    known = list(known_languages)
+    loc = f"utterance {utt!r}" if utt is not None else "transcript"
+    if text is None or not text.strip():
+        raise DataError(f"{loc}: empty transcript; fix the text or drop the utterance")
+    if not language:
+        raise DataError(f"{loc}: no language tag; give one (utt2lang, --language) from {known}")
+    if language not in known:
+        raise DataError(f"{loc}: unknown language tag {language!r}; known: {known}")
+
+
+def validate_cut(cut: Any, expected_sr: int | None = 16000, known_languages: Iterable[str] = (
+        "en", "hi", "ta", "gu"), channels: int | None = 1) -> None:
+    """Check a lhotse cut: its recording, its bounds, and every supervision's text and language."""
+    known = list(known_languages)
+    if cut.has_recording:
+        validate_recording(cut.recording, expected_sr, channels)
+        if cut.start < 0 or cut.end > cut.recording.duration + 1e-3:
+            raise DataError(f"cut {cut.id!r}: spans {cut.start:.3f}-{cut.end:.3f} s but recording "
+                            f"{cut.recording.id!r} lasts {cut.recording.duration:.3f} s")
+    else:
+        raise DataError(f"cut {cut.id!r}: has no recording")
+    if not cut.supervisions:
+        raise DataError(f"cut {cut.id!r}: has no supervision (transcript)")
+    for sup in cut.supervisions:
+        validate_supervision(sup.text, sup.language, known, utt=sup.id)

@@ -1,0 +1,143 @@
+"""``speechlab data ...``: build the embedded corpus, import Kaldi/lhotse corpora, inspect one,
+harvest the sentence lists.
+
+Options come from the config dataclasses (:class:`CorpusConfig`, :class:`ImportConfig`) through
+:func:`speechlab.config.add_config_args`; ``--minutes en=60,hi=63`` is also accepted in that
+comma form for convenience.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from speechlab.config import add_config_args, config_from_args
+from speechlab.data.corpus import CorpusConfig, make_asr_corpus, read_corpus_json
+from speechlab.data.importers import ImportConfig, ImportReport, import_kaldi, import_lhotse
+from speechlab.data.text_harvest import LANGUAGES, harvest_provenance, harvest_sentences
+from speechlab.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+
+def parse_minutes(text: str) -> dict[str, float]:
+    """``"en=60,hi=63"`` -> ``{"en": 60.0, "hi": 63.0}``."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        lang, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigError(f"--minutes: {part!r} is not of the form lang=minutes "
+                              "(e.g. --minutes en=60,hi=63,ta=5.5,gu=7.2)")
+        try:
+            out[lang.strip()] = float(value)
+        except ValueError:
+            raise ConfigError(f"--minutes: {value!r} (for {lang.strip()!r}) is not a number") \
+                from None
+    return out
+
+
+def _run_make(args: argparse.Namespace) -> int:
+    minutes = getattr(args, "cfg__minutes", None)
+    if minutes and "=" in minutes and not minutes.lstrip().startswith("{"):
+        # "en=60,hi=63" -> YAML mapping, so the config machinery checks it like any override.
+        args.cfg__minutes = json.dumps(parse_minutes(minutes))
+    base = CorpusConfig.tiny() if args.tiny else None
+    cfg = config_from_args(CorpusConfig, args, base=base)
+    out = make_asr_corpus(cfg, args.out, progress=not args.no_progress)
+    _print_info(out)
+    return 0
+
+
+def _report(rep: ImportReport) -> int:
+    print(f"imported {rep.kept} utterances into {rep.out_dir} (split {rep.split!r})")
+    if rep.total_skipped:
+        print(f"skipped {rep.total_skipped}: {dict(rep.skipped)}")
+        for ex in rep.examples[:5]:
+            print(f"  e.g. {ex}")
+    return 0
+
+
+def _run_import_kaldi(args: argparse.Namespace) -> int:
+    cfg = config_from_args(ImportConfig, args)
+    return _report(import_kaldi(args.kaldi_dir, args.out, cfg))
+
+
+def _run_import_lhotse(args: argparse.Namespace) -> int:
+    cfg = config_from_args(ImportConfig, args)
+    return _report(import_lhotse(args.recordings, args.supervisions, args.out, cfg))
+
+
+def _print_info(corpus_dir: Path) -> None:
+    info = read_corpus_json(corpus_dir)
+    if not info:
+        raise DataError(f"{corpus_dir}: not a complete speechlab corpus (no corpus.json)")
+    print(f"corpus {corpus_dir} ({info.get('sample_rate')} Hz)")
+    print(f"{'split':<8}{'lang':<6}{'utts':>8}{'hours':>10}{'speakers':>10}  origin")
+    for split, s in info["splits"].items():
+        for lang, d in s["languages"].items():
+            print(f"{split:<8}{lang:<6}{d['utterances']:>8}{d['hours']:>10.3f}"
+                  f"{len(d['speakers']):>10}  {s.get('origin', '')}")
+    synthetic = info.get("synthetic")
+    if synthetic:
+        print("test speakers (held out):", ", ".join(synthetic["voices"].get("test", [])))
+        missing = synthetic.get("missing_debian_packages")
+        if missing:
+            print("text sources missing (word-list top-up used):", ", ".join(missing))
+
+
+def _run_harvest(args: argparse.Namespace) -> int:
+    sentences = harvest_sentences(LANGUAGES, args.cache_dir, refresh=args.refresh)
+    prov = harvest_provenance(args.cache_dir)
+    for lang in LANGUAGES:
+        real = sum(s.is_real for s in sentences[lang])
+        print(f"{lang}: {len(sentences[lang])} sentences ({real} harvested, "
+              f"{len(sentences[lang]) - real} word-list)")
+    if prov.get("missing_packages"):
+        print("could not download:", ", ".join(prov["missing_packages"]))
+    return 0
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    _print_info(Path(args.corpus_dir))
+    return 0
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    data = subparsers.add_parser("data", help="make, import and inspect corpora")
+    sub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND")
+    data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
+
+    make = sub.add_parser("make-asr-corpus",
+                          help="synthesize the embedded en/hi/ta/gu ASR corpus")
+    make.add_argument("--out", type=Path, required=True, help="output corpus directory")
+    make.add_argument("--tiny", action="store_true",
+                      help="6 utterances per language (seconds to build; for tests)")
+    make.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_config_args(make, CorpusConfig)
+    make.set_defaults(func=_run_make)
+
+    kaldi = sub.add_parser("import-kaldi", help="import a Kaldi data directory")
+    kaldi.add_argument("kaldi_dir", type=Path, help="dir with wav.scp, text, utt2spk "
+                                                    "[, utt2lang, segments]")
+    kaldi.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
+    add_config_args(kaldi, ImportConfig)
+    kaldi.set_defaults(func=_run_import_kaldi)
+
+    lh = sub.add_parser("import-lhotse", help="import a lhotse recipe's manifests")
+    lh.add_argument("--recordings", type=Path, required=True, help="RecordingSet file")
+    lh.add_argument("--supervisions", type=Path, required=True, help="SupervisionSet file")
+    lh.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
+    add_config_args(lh, ImportConfig)
+    lh.set_defaults(func=_run_import_lhotse)
+
+    harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
+    harvest.add_argument("--refresh", action="store_true", help="harvest again")
+    harvest.add_argument("--cache-dir", type=Path, default=None,
+                         help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
+    harvest.set_defaults(func=_run_harvest)
+
+    info = sub.add_parser("info", help="summarise a corpus directory")
+    info.add_argument("corpus_dir", type=Path)
+    info.set_defaults(func=_run_info)

@@ -1,0 +1,579 @@
+"""The embedded multilingual ASR corpus: harvested real sentences spoken by espeak-ng voices.
+
+Stands in for the Indian English / Hindi / Tamil / Gujarati data of the multi-softmax RNN-T
+paper, which cannot be had offline. :func:`make_asr_corpus` plans utterances per language and
+split, synthesizes them in fixed batches (see :mod:`speechlab.data.synth` for why that makes the
+audio byte-reproducible), and writes the layout every speechlab recipe reads::
+
+    out_dir/wav/{split}/{lang}/{utt}.wav          16 kHz mono 16-bit
+    out_dir/{split}_recordings.jsonl.gz           lhotse RecordingSet
+    out_dir/{split}_supervisions.jsonl.gz         lhotse SupervisionSet (language, speaker, text)
+    out_dir/{split}_cuts.jsonl.gz                 lhotse CutSet
+    out_dir/corpus.json                           counts/hours per split and language, voices,
+                                                  text sources; written last = corpus complete
+
+Splits: sentences are partitioned between train/dev/test before any audio is made, so no
+sentence (compared case- and punctuation-blind) is in two splits; the test split is spoken only by
+held-out voice variants (``test_variants``), so test speakers are unseen in training.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import math
+import os
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import soundfile as sf
+
+from speechlab.config import to_dict
+from speechlab.data.synth import VARIANTS, BatchSynthesizer, SynthRequest, SAMPLE_RATE
+from speechlab.data.text_harvest import (
+    LANGUAGES,
+    Sentence,
+    harvest_provenance,
+    harvest_sentences,
+)
+from speechlab.errors import ConfigError, DataError
+from speechlab.utils import atomic_path, atomic_write_json
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "dev", "test")
+CORPUS_FORMAT = "speechlab-corpus/1"
+
+
+@dataclass(frozen=True)
+class BaseVoice:
+    """A speaker family: the espeak-ng voice it uses and how its text is turned into input."""
+
+    espeak: str
+    accent: str = "native"
+
+
+# Speaker families by name. "en-in" is the Indian-English *approximation* (English phonemes in
+# the Hindi inventory, spoken by the Hindi voice; see speechlab.data.synth).
+BASE_VOICES: dict[str, BaseVoice] = {
+    "en-in": BaseVoice("hi", "indian_english"),
+    "en-gb": BaseVoice("en"),  # espeak-ng's British English voice is named "en"
+    "en-us": BaseVoice("en-us"),
+    "en-029": BaseVoice("en-029"),
+    "hi": BaseVoice("hi"),
+    "ta": BaseVoice("ta"),
+    "gu": BaseVoice("gu"),
+}
+
+
+def _default_minutes() -> dict[str, float]:
+    # Table 1 of the multi-softmax paper: En 10077 h, Hi 10591 h, Ta 925 h, Gu 1205 h of
+    # training data. Same proportions, scaled so English is one hour.
+    return {"en": 60.0, "hi": 63.0, "ta": 5.5, "gu": 7.2}
+
+
+def _default_voices() -> dict[str, dict[str, float]]:
+    # Sampling weights of speaker families per language; Indian English dominates English.
+    return {
+        "en": {"en-in": 0.6, "en-gb": 0.2, "en-us": 0.15, "en-029": 0.05},
+        "hi": {"hi": 1.0},
+        "ta": {"ta": 1.0},
+        "gu": {"gu": 1.0},
+    }
+
+
+@dataclass(frozen=True)
+class CorpusConfig:
+    """How the embedded corpus is made.
+
+    Args:
+        minutes: minutes of audio per language over all splits; its keys (en, hi, ta, gu) are
+            the corpus languages.
+        utterances_per_language: if set, make exactly this many utterances per language instead
+            of ``minutes`` worth (the tiny test corpus).
+        seed: everything random (sentence order, voices, prosody, noise) derives from it.
+        dev_fraction, test_fraction: share of each language's audio (and of its sentences).
+        test_variants: espeak voice variants used only in test (held-out speakers).
+        voices: per language, speaker family (key of BASE_VOICES) -> sampling weight.
+        rate_wpm, pitch, pitch_range, word_gap: (low, high) ranges sampled per utterance.
+        noise_prob: probability that an utterance gets additive noise.
+        noise_snr_db: (low, high) SNR range of that noise.
+        noise_colors: noise colours sampled from (keys of synth.NOISE_COLORS).
+        tempo_prob, tempo: probability and (low, high) range of a sox tempo change.
+        batch_size: utterances per synthesis batch (one fresh process each).
+        workers: parallel synthesis processes.
+        cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
+    """
+
+    minutes: dict[str, float] = field(default_factory=_default_minutes)
+    utterances_per_language: int | None = None
+    seed: int = 0
+    dev_fraction: float = 0.05
+    test_fraction: float = 0.1
+    test_variants: tuple[str, ...] = ("m4", "f4")
+    voices: dict[str, dict[str, float]] = field(default_factory=_default_voices)
+    rate_wpm: tuple[int, int] = (140, 200)
+    pitch: tuple[int, int] = (30, 70)
+    pitch_range: tuple[int, int] = (30, 80)
+    word_gap: tuple[int, int] = (0, 3)
+    noise_prob: float = 0.5
+    noise_snr_db: tuple[float, float] = (10.0, 30.0)
+    noise_colors: tuple[str, ...] = ("white", "pink", "brown")
+    tempo_prob: float = 0.0
+    tempo: tuple[float, float] = (0.9, 1.1)
+    batch_size: int = 32
+    workers: int = 2
+    cache_dir: str | None = None
+
+    @classmethod
+    def tiny(cls, seed: int = 0) -> CorpusConfig:
+        """Six utterances per language (4 train, 1 dev, 1 test): builds in seconds."""
+        return cls(utterances_per_language=6, seed=seed, dev_fraction=0.17, test_fraction=0.17,
+                   batch_size=8)
+
+    def __post_init__(self) -> None:
+        langs = set(self.minutes)
+        unknown = sorted(langs - set(LANGUAGES))
+        if unknown:
+            raise ConfigError(f"unknown language(s) {unknown} in corpus config; known: "
+                              f"{list(LANGUAGES)}")
+        missing = sorted(langs - set(self.voices))
+        if missing:
+            raise ConfigError(f"no voices configured for language(s) {missing} (key 'voices')")
+        for lang, fams in self.voices.items():
+            bad = sorted(set(fams) - set(BASE_VOICES))
+            if bad:
+                raise ConfigError(f"voices.{lang}: unknown speaker famil(ies) {bad}; known: "
+                                  f"{list(BASE_VOICES)}")
+            if not fams or any(w < 0 for w in fams.values()) or sum(fams.values()) <= 0:
+                raise ConfigError(f"voices.{lang}: weights must be >= 0 with a positive sum")
+        bad_variants = sorted(set(self.test_variants) - set(VARIANTS))
+        if bad_variants:
+            raise ConfigError(f"test_variants: unknown espeak variant(s) {bad_variants}; "
+                              f"known: {list(VARIANTS)}")
+        if not self.test_variants or set(self.test_variants) == set(VARIANTS):
+            raise ConfigError("test_variants must hold out some, but not all, voice variants")
+        if not (0 < self.dev_fraction and 0 < self.test_fraction
+                and self.dev_fraction + self.test_fraction < 1):
+            raise ConfigError("dev_fraction and test_fraction must be > 0 and sum to < 1")
+        if any(m < 0 for m in self.minutes.values()):
+            raise ConfigError("minutes must be >= 0")
+        if self.utterances_per_language is not None and self.utterances_per_language < 3:
+            raise ConfigError("utterances_per_language must be >= 3 (one per split)")
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """The corpus languages: the keys of ``minutes``, in :data:`LANGUAGES` order."""
+        return tuple(lang for lang in LANGUAGES if lang in self.minutes)
+
+
+@dataclass(frozen=True)
+class PlannedUtterance:
+    """One utterance before synthesis: id, split, text, speaker and the synthesis request."""
+
+    id: str
+    language: str
+    split: str
+    speaker: str
+    sentence: Sentence
+    request: SynthRequest
+
+
+# --------------------------------------------------------------------------------------------
+# Planning
+
+
+def split_sentences_disjoint(sentences: list[Sentence], cfg: CorpusConfig,
+                             rng: random.Random) -> dict[str, list[Sentence]]:
+    """Shuffle (real sentences first) and cut into disjoint train/dev/test pools."""
+    real = [s for s in sentences if s.is_real]
+    filler = [s for s in sentences if not s.is_real]
+    rng.shuffle(real)
+    rng.shuffle(filler)
+    fractions = {"test": cfg.test_fraction, "dev": cfg.dev_fraction}
+    pools: dict[str, list[Sentence]] = {}
+    # Cut real and filler lists separately so every split gets real sentences first.
+    for group in (real, filler):
+        start = 0
+        for split, frac in fractions.items():
+            n = max(1, round(len(group) * frac)) if group else 0
+            pools.setdefault(split, []).extend(group[start:start + n])
+            start += n
+        pools.setdefault("train", []).extend(group[start:])
+    for split in SPLITS:
+        if not pools.get(split):
+            raise DataError(f"too few sentences ({len(sentences)}) to fill split {split!r}")
+    return pools
+
+
+def _weighted_choice(weights: dict[str, float], rng: random.Random) -> str:
+    names = sorted(weights)
+    return rng.choices(names, weights=[weights[n] for n in names])[0]
+
+
+def plan_utterances(lang: str, split: str, pool: list[Sentence],
+                    cfg: CorpusConfig) -> Iterator[PlannedUtterance]:
+    """Endless, deterministic stream of utterances for one language and split.
+
+    Sentences are taken in pool order and reused (with other voices/prosody) once exhausted.
+    """
+    rng = random.Random(f"{cfg.seed}/{lang}/{split}")
+    variants = (cfg.test_variants if split == "test"
+                else tuple(v for v in VARIANTS if v not in cfg.test_variants))
+    i = 0
+    while True:
+        sentence = pool[i % len(pool)]
+        family = _weighted_choice(cfg.voices[lang], rng)
+        variant = rng.choice(variants)
+        base = BASE_VOICES[family]
+        noisy = rng.random() < cfg.noise_prob
+        tempo = rng.uniform(*cfg.tempo) if rng.random() < cfg.tempo_prob else 1.0
+        request = SynthRequest(
+            text=sentence.text,
+            voice=f"{base.espeak}+{variant}",
+            accent=base.accent,
+            rate=rng.randint(*cfg.rate_wpm),
+            pitch=rng.randint(*cfg.pitch),
+            pitch_range=rng.randint(*cfg.pitch_range),
+            word_gap=rng.randint(*cfg.word_gap),
+            noise_snr_db=round(rng.uniform(*cfg.noise_snr_db), 1) if noisy else None,
+            noise_color=rng.choice(cfg.noise_colors),
+            tempo=round(tempo, 3),
+            seed=rng.randrange(2**31),
+        )
+        yield PlannedUtterance(f"{lang}-{split}-{i:06d}", lang, split, f"{family}+{variant}",
+                               sentence, request)
+        i += 1
+
+
+def _split_counts(n: int, cfg: CorpusConfig) -> dict[str, int]:
+    test = max(1, round(n * cfg.test_fraction))
+    dev = max(1, round(n * cfg.dev_fraction))
+    return {"train": n - test - dev, "dev": dev, "test": test}
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """When to stop a (language, split) stream: after ``count`` utterances or ``seconds``."""
+
+    count: int | None = None
+    seconds: float | None = None
+
+    def done(self, n: int, seconds: float) -> bool:
+        if self.count is not None:
+            return n >= self.count
+        return seconds >= (self.seconds or 0.0)
+
+
+# Rough seconds per utterance, only used to size batches (never to decide what is made).
+_SECONDS_PER_UTTERANCE_GUESS = 3.5
+
+
+def _batch_size(budget: _Budget, largest: int) -> int:
+    """Batch size of one stream, from its budget alone (so it is part of the config's output).
+
+    Counted budgets get batches no larger than the count; small time budgets (dev/test of the
+    small languages) get small batches, so the utterances synthesized past the budget and thrown
+    away stay few; large budgets get ``largest``.
+    """
+    if budget.count is not None:
+        return max(1, min(largest, budget.count))
+    expected = (budget.seconds or 0.0) / _SECONDS_PER_UTTERANCE_GUESS
+    return max(2, min(largest, math.ceil(expected / 4)))
+
+
+def _budget_total(b: _Budget) -> float:
+    return float(b.count if b.count is not None else (b.seconds or 0.0))
+
+
+def _budgets(cfg: CorpusConfig) -> dict[tuple[str, str], _Budget]:
+    out = {}
+    for lang in cfg.languages:
+        if cfg.utterances_per_language is not None:
+            for split, n in _split_counts(cfg.utterances_per_language, cfg).items():
+                out[(lang, split)] = _Budget(count=n)
+        else:
+            total = cfg.minutes[lang] * 60.0
+            fr = {"dev": cfg.dev_fraction, "test": cfg.test_fraction}
+            fr["train"] = 1.0 - fr["dev"] - fr["test"]
+            for split in SPLITS:
+                out[(lang, split)] = _Budget(seconds=total * fr[split])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_manifest(items: Iterable[Any], path: Path) -> None:
+    """Write lhotse manifest items as gzipped JSON lines, atomically and byte-reproducibly.
+
+    (gzip's header timestamp is zeroed so the same manifest gives the same bytes.)
+    """
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw,
+                                                   mtime=0) as gz:
+            for item in items:
+                gz.write((json.dumps(item.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def write_split(out_dir: Path, split: str, recordings: Iterable[Any],
+                supervisions: Iterable[Any]) -> Any:
+    """Write ``{split}_{recordings,supervisions,cuts}.jsonl.gz``; returns the CutSet.
+
+    There is one cut per supervision (utterance), with the supervision's id, so a segmented
+    recording (Kaldi ``segments``) gives one cut per segment.
+    """
+    from lhotse import CutSet, RecordingSet, SupervisionSet
+
+    rec_set = RecordingSet.from_recordings(sorted(recordings, key=lambda r: r.id))
+    sup_set = SupervisionSet.from_segments(sorted(supervisions, key=lambda s: s.id))
+    cuts = CutSet.from_manifests(recordings=rec_set, supervisions=sup_set, random_ids=False)
+    cuts = CutSet.from_cuts(sorted(cuts.trim_to_supervisions(keep_overlapping=False),
+                                   key=lambda c: c.id))
+    write_manifest(rec_set, out_dir / f"{split}_recordings.jsonl.gz")
+    write_manifest(sup_set, out_dir / f"{split}_supervisions.jsonl.gz")
+    write_manifest(cuts, out_dir / f"{split}_cuts.jsonl.gz")
+    return cuts
+
+
+def split_summary(supervisions: Iterable[Any]) -> dict[str, Any]:
+    """Counts, hours and speakers per language of one split's supervisions."""
+    per_lang: dict[str, dict[str, Any]] = {}
+    for s in supervisions:
+        d = per_lang.setdefault(s.language, {"utterances": 0, "seconds": 0.0, "speakers": set()})
+        d["utterances"] += 1
+        d["seconds"] += s.duration
+        d["speakers"].add(s.speaker)
+    langs = {
+        lang: {"utterances": d["utterances"], "hours": round(d["seconds"] / 3600, 4),
+               "speakers": sorted(d["speakers"])}
+        for lang, d in sorted(per_lang.items())
+    }
+    return {
+        "utterances": sum(d["utterances"] for d in langs.values()),
+        "hours": round(sum(d["seconds"] for d in per_lang.values()) / 3600, 4),
+        "languages": langs,
+    }
+
+
+def read_corpus_json(corpus_dir: Path) -> dict[str, Any]:
+    path = Path(corpus_dir) / "corpus.json"
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}: corrupt corpus summary ({e}); rebuild or re-import") from None
+
+
+def _write_wav(path: Path, audio: np.ndarray) -> None:
+    """Write a 16-bit WAV via a temporary name and a rename (never half-written).
+
+    Unlike manifests, wavs are not fsync'ed: two fsyncs per utterance cost more than the
+    synthesis, and a wav lost to a power cut is rewritten by the rerun (corpus.json, written
+    last, is what marks a build complete).
+    """
+    buf = io.BytesIO()
+    sf.write(buf, audio, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(buf.getvalue())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), disable=not enabled, transient=False)
+
+
+def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = True) -> Path:
+    """Build the corpus described by ``cfg`` into ``out_dir``; returns ``out_dir``.
+
+    Deterministic for ``cfg`` (same manifests modulo the absolute ``out_dir`` in recording
+    paths, same audio bytes). A rerun overwrites; an interrupted build leaves no ``corpus.json``
+    (so :func:`load_cuts` refuses it) and no half-written file.
+    """
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Invalidate first: from here until the new summary is written the directory is incomplete.
+    (out_dir / "corpus.json").unlink(missing_ok=True)
+    for tmp in (out_dir / "wav").glob("**/.*.tmp"):
+        tmp.unlink()  # left by a killed build
+
+    cache = Path(cfg.cache_dir) if cfg.cache_dir else None
+    sentences = harvest_sentences(cfg.languages, cache)
+    pools = {lang: split_sentences_disjoint(sentences[lang], cfg,
+                                            random.Random(f"{cfg.seed}/{lang}/sentences"))
+             for lang in cfg.languages}
+    budgets = _budgets(cfg)
+
+    from lhotse import AudioSource, Recording, SupervisionSegment
+
+    recordings: dict[str, list[Recording]] = {s: [] for s in SPLITS}
+    supervisions: dict[str, list[SupervisionSegment]] = {s: [] for s in SPLITS}
+    reused: Counter[str] = Counter()
+    streams = []
+    for (lang, split), budget in budgets.items():
+        size = _batch_size(budget, cfg.batch_size)
+        streams.append(_Stream((lang, split), plan_utterances(lang, split, pools[lang][split], cfg),
+                               budget, size))
+    with _progress(progress) as bar, BatchSynthesizer(cfg.workers) as synth:
+        tasks = {st.key: bar.add_task(f"{st.key[0]} {st.key[1]}",
+                                      total=round(_budget_total(st.budget), 1))
+                 for st in streams}
+        for st, utt, audio in synthesize_streams(streams, synth, max_inflight=2 * cfg.workers):
+            lang, split = st.key
+            wav = out_dir / "wav" / split / lang / f"{utt.id}.wav"
+            _write_wav(wav, audio)
+            dur = len(audio) / SAMPLE_RATE
+            recordings[split].append(Recording(
+                id=utt.id, sources=[AudioSource(type="file", channels=[0], source=str(wav))],
+                sampling_rate=SAMPLE_RATE, num_samples=len(audio), duration=dur))
+            req = utt.request
+            supervisions[split].append(SupervisionSegment(
+                id=utt.id, recording_id=utt.id, start=0.0, duration=dur, channel=0,
+                text=utt.sentence.text, language=lang, speaker=utt.speaker,
+                custom={"text_source": utt.sentence.source, "voice": req.voice,
+                        "accent": req.accent, "rate_wpm": req.rate, "pitch": req.pitch,
+                        "pitch_range": req.pitch_range, "word_gap": req.word_gap,
+                        "snr_db": req.noise_snr_db,
+                        "noise": req.noise_color if req.noise_snr_db is not None else None,
+                        "tempo": req.tempo}))
+            if st.done_n > len(pools[lang][split]):
+                reused[f"{lang}/{split}"] += 1
+            done = st.done_n if st.budget.count is not None else st.done_s
+            bar.update(tasks[st.key], completed=min(done, _budget_total(st.budget)))
+    for key, k in sorted(reused.items()):
+        log.warning("%s: sentence pool exhausted; %d utterances reuse a sentence with another "
+                    "voice (raise the harvest size or lower the minutes)", key, k)
+
+    summary: dict[str, Any] = {"format": CORPUS_FORMAT, "sample_rate": SAMPLE_RATE, "splits": {}}
+    for split in SPLITS:
+        write_split(out_dir, split, recordings[split], supervisions[split])
+        summary["splits"][split] = split_summary(supervisions[split])
+        summary["splits"][split]["origin"] = "synthetic"
+    _remove_stale_wavs(out_dir, {r.sources[0].source for rs in recordings.values() for r in rs})
+    text_sources: dict[str, dict[str, int]] = {}
+    for split in SPLITS:
+        for s in supervisions[split]:
+            src = text_sources.setdefault(s.language, {})
+            src[s.custom["text_source"]] = src.get(s.custom["text_source"], 0) + 1
+    provenance = harvest_provenance(cache)
+    summary["languages"] = list(cfg.languages)
+    summary["synthetic"] = {
+        "config": to_dict(cfg),
+        "voices": {split: sorted({s.speaker for s in supervisions[split]}) for split in SPLITS},
+        "text_sources": {lang: dict(sorted(v.items())) for lang, v in text_sources.items()},
+        "debian_packages": provenance.get("packages", {}),
+        "missing_debian_packages": provenance.get("missing_packages", []),
+        "engine": "espeak-ng (libespeak-ng via ctypes), resampled 22050 -> 16000 Hz",
+    }
+    atomic_write_json(out_dir / "corpus.json", summary)
+    return out_dir
+
+
+@dataclass
+class _Stream:
+    """Synthesis state of one (language, split): its planned utterances and budget."""
+
+    key: tuple[str, str]
+    plan: Iterator[PlannedUtterance]
+    budget: _Budget
+    batch_size: int
+    done_n: int = 0
+    done_s: float = 0.0
+    inflight_n: int = 0
+    finished: bool = False
+
+    def wants_more(self, sec_per_utt: float) -> bool:
+        """Whether the finished plus in-flight utterances are expected to fall short."""
+        if self.finished:
+            return False
+        if self.budget.count is not None:
+            return self.done_n + self.inflight_n < self.budget.count
+        return self.done_s + self.inflight_n * sec_per_utt < (self.budget.seconds or 0.0)
+
+
+def synthesize_streams(streams: list[_Stream], synth: BatchSynthesizer, max_inflight: int
+                       ) -> Iterator[tuple[_Stream, PlannedUtterance, np.ndarray]]:
+    """Synthesize every stream until its budget is met; yields each stream's utterances in order.
+
+    A stream is cut into fixed consecutive batches of ``batch_size`` whatever the timing, and
+    results past a budget are discarded, so *what* is produced never depends on scheduling;
+    only how many spare utterances are synthesized and thrown away does. Batches are submitted
+    while a stream's expected total (done + in flight x seconds per utterance so far) is short
+    of its budget, earliest stream first, at most ``max_inflight`` at once.
+    """
+    pending: deque = deque()
+    sec_per_utt = _SECONDS_PER_UTTERANCE_GUESS  # replaced by the running mean once known
+    total_n, total_s = 0, 0.0
+    for st in streams:
+        st.finished = st.budget.done(0, 0.0)
+    while True:
+        while len(pending) < max_inflight:
+            st = next((x for x in streams if x.wants_more(sec_per_utt)), None)
+            if st is None:
+                break
+            batch = [next(st.plan) for _ in range(st.batch_size)]
+            st.inflight_n += len(batch)
+            pending.append((st, batch, synth.submit([u.request for u in batch])))
+        if not pending:
+            return
+        st, batch, fut = pending.popleft()
+        st.inflight_n -= len(batch)
+        for utt, audio in zip(batch, fut.result()):
+            total_n += 1
+            total_s += len(audio) / SAMPLE_RATE
+            if st.finished:
+                continue
+            st.done_n += 1
+            st.done_s += len(audio) / SAMPLE_RATE
+            st.finished = st.budget.done(st.done_n, st.done_s)
+            yield st, utt, audio
+        sec_per_utt = total_s / total_n
+
+
+def _remove_stale_wavs(out_dir: Path, keep: set[str]) -> None:
+    """Delete wavs under ``out_dir/wav`` left by an earlier, larger build."""
+    wav_root = out_dir / "wav"
+    if not wav_root.is_dir():
+        return
+    for p in wav_root.glob("*/*/*.wav"):
+        if str(p) not in keep:
+            p.unlink()
+
+
+def load_cuts(corpus_dir: str | Path, split: str) -> Any:
+    """The lhotse CutSet of ``split`` from a corpus directory (built or imported).
+
+    Raises DataError if the corpus is incomplete (no corpus.json: interrupted build) or the split
+    does not exist.
+    """
+    from lhotse import CutSet
+
+    corpus_dir = Path(corpus_dir)
+    info = read_corpus_json(corpus_dir)
+    if not info:
+        raise DataError(f"{corpus_dir}: not a complete speechlab corpus (no corpus.json); "
+                        "build it with 'speechlab data make-asr-corpus' or import one")
+    if split not in info.get("splits", {}):
+        raise DataError(f"{corpus_dir}: no split {split!r}; available: "
+                        f"{sorted(info.get('splits', {}))}")
+    path = corpus_dir / f"{split}_cuts.jsonl.gz"
+    if not path.exists():
+        raise DataError(f"{path} is missing; rebuild or re-import the corpus")
+    return CutSet.from_file(path)

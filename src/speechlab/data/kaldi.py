@@ -1,0 +1,196 @@
+"""Reading a Kaldi data directory (wav.scp, text, utt2spk, optional utt2lang and segments).
+
+Kaldi's conventions, as checked by its ``utils/validate_data_dir.sh``: one ``<id> <value>`` entry
+per line, ids unique per file; ``text`` and ``utt2spk`` list the same utterances; without
+``segments`` an utterance id is a recording id of ``wav.scp``, with it each utterance is a
+``<utt> <recording> <start> <end>`` span (``end`` of -1 meaning "to the end of the file").
+A ``wav.scp`` value is a path or a shell command ending in ``|`` that writes audio to stdout
+(``sph2pipe -f wav x.sph |``, ``sox x.flac -t wav - |``).
+
+A structural fault (missing file, malformed line, duplicate id, utterance without speaker...)
+raises one DataError naming the file and line. Per-utterance content (empty transcript, bad
+audio) is left to the importer, which may raise or skip it.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from speechlab.errors import DataError, where
+
+REQUIRED_FILES = ("wav.scp", "text", "utt2spk")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A value read from a Kaldi table, with the line it came from (for error messages)."""
+
+    value: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One line of ``segments``: an utterance's span of a recording, in seconds."""
+
+    recording: str
+    start: float
+    end: float | None  # None: to the end of the recording
+    line: int
+
+
+@dataclass(frozen=True)
+class KaldiDataDir:
+    """The parsed tables of one Kaldi data directory (keys are utterance/recording ids)."""
+
+    path: Path
+    wav: dict[str, Entry]
+    text: dict[str, Entry]
+    utt2spk: dict[str, Entry]
+    utt2lang: dict[str, Entry] | None
+    segments: dict[str, Segment] | None
+
+    @property
+    def utterances(self) -> list[str]:
+        return sorted(self.text)
+
+    def recording_of(self, utt: str) -> str:
+        return self.segments[utt].recording if self.segments is not None else utt
+
+
+def read_table(path: Path, *, allow_empty_value: bool = False) -> dict[str, Entry]:
+    """``<key> <value...>`` per line; DataError naming file:line on a malformed/duplicate line."""
+    table: dict[str, Entry] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e}); convert it with iconv") from None
+    for i, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = line.split(maxsplit=1)
+        key = parts[0]
+        value = parts[1].strip() if len(parts) > 1 else ""
+        if not value and not allow_empty_value:
+            raise DataError(f"{where(path, i)}: expected '<id> <value>', got {raw!r}")
+        if key in table:
+            raise DataError(f"{where(path, i)}: duplicate id {key!r} (first on line "
+                            f"{table[key].line}); ids must be unique")
+        table[key] = Entry(value, i)
+    return table
+
+
+def _read_segments(path: Path) -> dict[str, Segment]:
+    segs: dict[str, Segment] = {}
+    for key, entry in read_table(path).items():
+        fields = entry.value.split()
+        loc = where(path, entry.line)
+        if len(fields) != 3:
+            raise DataError(f"{loc}: expected '<utt> <recording> <start> <end>', got "
+                            f"{key} {entry.value!r}")
+        rec, start_s, end_s = fields
+        try:
+            start, end = float(start_s), float(end_s)
+        except ValueError:
+            raise DataError(f"{loc}: start/end {start_s!r} {end_s!r} are not numbers") from None
+        if start < 0 or (end != -1 and end <= start):
+            raise DataError(f"{loc}: segment {key!r} has start {start} and end {end}; need "
+                            "0 <= start < end (or end = -1 for 'to the end')")
+        segs[key] = Segment(rec, start, None if end == -1 else end, entry.line)
+    return segs
+
+
+def read_kaldi_dir(path: str | Path) -> KaldiDataDir:
+    """Parse and cross-check a Kaldi data directory; DataError (file:line) on any fault."""
+    path = Path(path)
+    if not path.is_dir():
+        raise DataError(f"{path}: not a directory; give a Kaldi data dir (wav.scp, text, utt2spk)")
+    for name in REQUIRED_FILES:
+        if not (path / name).is_file():
+            raise DataError(f"{path / name}: missing; a Kaldi data dir needs "
+                            f"{', '.join(REQUIRED_FILES)}")
+    wav = read_table(path / "wav.scp")
+    text = read_table(path / "text", allow_empty_value=True)
+    utt2spk = read_table(path / "utt2spk")
+    utt2lang = read_table(path / "utt2lang") if (path / "utt2lang").is_file() else None
+    segments = _read_segments(path / "segments") if (path / "segments").is_file() else None
+
+    for rec, entry in wav.items():
+        if _is_ark(entry.value):
+            raise DataError(f"{where(path / 'wav.scp', entry.line)}: {entry.value!r} is an ark "
+                            "offset; only paths and piped commands are supported")
+    for utt, entry in text.items():
+        if utt not in utt2spk:
+            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} has no "
+                            "speaker in utt2spk")
+        if utt2lang is not None and utt not in utt2lang:
+            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} has no "
+                            "language in utt2lang")
+        if segments is not None:
+            if utt not in segments:
+                raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} is not "
+                                "in segments")
+        elif utt not in wav:
+            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} is not in "
+                            "wav.scp (and there is no segments file)")
+    for utt, entry in utt2spk.items():
+        if utt not in text:
+            raise DataError(f"{where(path / 'utt2spk', entry.line)}: utterance {utt!r} has no "
+                            "transcript in text")
+    if segments is not None:
+        for utt, seg in segments.items():
+            if seg.recording not in wav:
+                raise DataError(f"{where(path / 'segments', seg.line)}: recording "
+                                f"{seg.recording!r} of utterance {utt!r} is not in wav.scp")
+    return KaldiDataDir(path, wav, text, utt2spk, utt2lang, segments)
+
+
+def _is_ark(value: str) -> bool:
+    if value.endswith("|"):
+        return False
+    head, sep, offset = value.rpartition(":")
+    return bool(sep) and offset.isdigit() and head.endswith(".ark")
+
+
+def is_command(value: str) -> bool:
+    """Whether a wav.scp value is a piped command (ends with ``|``)."""
+    return value.rstrip().endswith("|")
+
+
+def run_wav_command(value: str, *, file: Path, line: int, rec: str,
+                    timeout: float = 120.0) -> tuple[np.ndarray, int]:
+    """Run a wav.scp command; returns (samples (T,) or (T, C) int16, sample rate)."""
+    cmd = value.rstrip()[:-1].strip()
+    loc = where(file, line, rec)
+    try:
+        r = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], capture_output=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DataError(f"{loc}: command timed out after {timeout:.0f} s: {cmd}") from None
+    if r.returncode != 0:
+        err = r.stderr.decode(errors="replace").strip()[-300:]
+        raise DataError(f"{loc}: command failed (exit {r.returncode}): {cmd}: {err}")
+    if not r.stdout:
+        raise DataError(f"{loc}: command wrote no audio: {cmd}")
+    try:
+        audio, sr = sf.read(io.BytesIO(r.stdout), dtype="int16")
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DataError(f"{loc}: command output is not audio ({e}): {cmd}") from None
+    return audio, int(sr)
+
+
+def resolve_wav_path(value: str, data_dir: Path) -> Path:
+    """A wav.scp path: absolute, else relative to the working directory (Kaldi's convention,
+    the recipe directory), else relative to the data directory."""
+    p = Path(value)
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    candidate = data_dir / p
+    return candidate.resolve() if candidate.exists() else p.resolve()
