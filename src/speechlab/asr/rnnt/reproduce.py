@@ -36,8 +36,9 @@ from speechlab.asr.rnnt.search import decode
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, Utterance, collate, load_utterances
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.config import load_config, save_config
+from speechlab.data.corpus import CorpusConfig, make_asr_corpus
 from speechlab.errors import ConfigError, DataError
-from speechlab.metrics import ErrorRate, wer, werr, word_weighted_average
+from speechlab.metrics import ErrorRate, cer, wer, werr, word_weighted_average
 from speechlab.metrics.lid import lid_accuracy, script_of
 from speechlab.report import Figure, Results, Table
 from speechlab.report.plots import line_plot
@@ -48,19 +49,10 @@ from speechlab.utils import atomic_write_json, seed_everything
 
 log = logging.getLogger(__name__)
 
-SCALES = ("demo", "small", "paper-shape")
+SCALES = ("ci", "demo", "small", "paper-shape")
 RECIPE_DIR = Path(__file__).resolve().parents[4] / "recipes" / "multisoftmax"
 MODEL_JSON = "model.json"
 PAPER_NAMES = {"en": "En-IN", "hi": "Hi-IN", "ta": "Ta-IN", "gu": "Gu-IN"}
-
-
-@dataclass(frozen=True)
-class CorpusSpec:
-    """The embedded corpus to build when no ``--corpus`` is given (minutes of training audio
-    per language; dev/test sizes follow the corpus builder's split fractions)."""
-
-    minutes: dict[str, float] = field(default_factory=lambda: {"en": 8.0, "hi": 8.0, "ta": 1.0, "gu": 1.0})
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,8 @@ class ReproduceConfig:
     """One scale of the reproduction (see ``recipes/multisoftmax/*.yaml``)."""
 
     languages: tuple[str, ...] = ("en", "hi", "ta", "gu")
-    corpus: CorpusSpec = field(default_factory=CorpusSpec)
+    # The embedded corpus built when no ``--corpus`` is given.
+    corpus: CorpusConfig = field(default_factory=CorpusConfig)
     preset: str = "demo"
     train: TrainConfig = field(default_factory=TrainConfig)
     # Monolingual models see only their language's data; the paper trains each to convergence,
@@ -79,6 +72,9 @@ class ReproduceConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     # Test utterances decoded per language (0: all).
     test_utterances: int = 0
+    # Training utterances longer than this are left out (0: keep all); short utterances make
+    # the small scales learn faster per CPU second.
+    max_train_seconds: float = 0.0
     # Table 7: (tau in encoder frames of 30 ms, s_th) pairs; "inf" keeps every decoder on.
     early_stop_grid: tuple[tuple[float, float], ...] = (
         (math.inf, math.inf), (1000, 0.2), (100, 0.2), (30, 0.2), (30, 0.5), (10, 0.2))
@@ -117,13 +113,10 @@ def prepare_data(cfg: ReproduceConfig, out_dir: Path, corpus_dir: Path | None) -
     from lhotse import CutSet
 
     if corpus_dir is None:
-        from speechlab.data.corpus import CorpusConfig, make_asr_corpus
-
         corpus_dir = out_dir / "corpus"
         if not (corpus_dir / "corpus.json").exists():
             log.info("building the embedded corpus in %s", corpus_dir)
-            make_asr_corpus(CorpusConfig(minutes=dict(cfg.corpus.minutes), seed=cfg.corpus.seed),
-                            corpus_dir)
+            make_asr_corpus(cfg.corpus, corpus_dir)
     fbank_dir = out_dir / "fbank"
     cuts = {}
     for split in ("train", "dev", "test"):
@@ -152,6 +145,10 @@ def prepare_data(cfg: ReproduceConfig, out_dir: Path, corpus_dir: Path | None) -
         utts[split], report = load_utterances(cuts[split], tokenizers, cmvn, min_frames=3,
                                               split=split)
         skipped[split] = dict(report.counts)
+    if cfg.max_train_seconds > 0:
+        kept = [u for u in utts["train"] if u.num_frames <= 100 * cfg.max_train_seconds]
+        skipped["train"][f"longer than {cfg.max_train_seconds:g} s"] = len(utts["train"]) - len(kept)
+        utts["train"] = kept
     hours = {lang: sum(u.num_frames for u in utts["train"] if u.language == lang) / 360000
              for lang in languages}
     return Data(languages, tokenizers, utts["train"], utts["dev"], utts["test"], hours, skipped)
@@ -230,6 +227,7 @@ class Scored:
 
     hyps: dict[str, str]
     by_language: dict[str, ErrorRate]
+    chars: dict[str, ErrorRate]
     seconds: float = 0.0
 
     @property
@@ -237,12 +235,14 @@ class Scored:
         return word_weighted_average(self.by_language)
 
 
-def _score(utts: Sequence[Utterance], hyps: Mapping[str, str]) -> dict[str, ErrorRate]:
-    out = {}
+def _score(utts: Sequence[Utterance], hyps: Mapping[str, str], seconds: float = 0.0) -> Scored:
+    words, chars = {}, {}
     for lang in sorted({u.language for u in utts}):
         sel = [u for u in utts if u.language == lang]
-        out[lang] = wer([u.text for u in sel], [hyps[u.id] for u in sel], ids=[u.id for u in sel])
-    return out
+        refs, out, ids = [u.text for u in sel], [hyps[u.id] for u in sel], [u.id for u in sel]
+        words[lang] = wer(refs, out, ids=ids)
+        chars[lang] = cer(refs, out, ids=ids)
+    return Scored(dict(hyps), words, chars, seconds)
 
 
 def _text_of(model: RNNT, tokens: Sequence[int], language: str | None,
@@ -276,7 +276,7 @@ def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str
             best = decode(model, batch.x, batch.x_lens, lang if needs else None, search)
             for u, h in zip(chunk, best):
                 hyps[u.id] = _text_of(model, h.tokens, lang, tokenizers)
-    return Scored(hyps, _score(utts, hyps), time.process_time() - start)
+    return _score(utts, hyps, time.process_time() - start)
 
 
 @dataclass
@@ -302,7 +302,7 @@ def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: 
         t_avgs.append(r.t_avg)
         cpu += r.cpu_seconds
     audio = sum(u.num_frames for u in utts) / 100
-    return LidFreeRun(Scored(hyps, _score(utts, hyps), cpu), Scored(oracle, _score(utts, oracle)),
+    return LidFreeRun(_score(utts, hyps, cpu), _score(utts, oracle),
                       picked, sum(t_avgs) / max(len(t_avgs), 1), cpu, audio)
 
 
@@ -310,29 +310,32 @@ def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: 
 # Tables
 
 
-def _wer_row(name: str, scored: Scored, languages: Sequence[str], baseline: float | None) -> list:
-    avg = scored.average
-    row: list = [name] + [100 * scored.by_language[lang].wer if lang in scored.by_language else None
-                          for lang in languages]
+def _wer_row(name: str, rates: Mapping[str, ErrorRate], languages: Sequence[str], baseline: float | None) -> list:
+    avg = word_weighted_average(rates)
+    row: list = [name] + [100 * rates[lang].wer if lang in rates else None for lang in languages]
     row += [100 * avg, werr(baseline, avg) if baseline else 0.0]
     return row
 
 
-def _wer_table(name: str, caption: str, rows: Sequence[tuple[str, Scored]], languages: Sequence[str]) -> Table:
-    baseline = rows[0][1].average
+def _wer_table(name: str, caption: str, rows: Sequence[tuple[str, Scored]], languages: Sequence[str],
+               unit: str = "words") -> Table:
+    """A paper-shaped WER table (``unit="chars"``: the same over characters, CER)."""
+    pick = (lambda s: s.by_language) if unit == "words" else (lambda s: s.chars)
+    baseline = word_weighted_average(pick(rows[0][1]))
     cols = ["System"] + [PAPER_NAMES.get(lang, lang) for lang in languages] + ["Avg.", "WERR"]
     return Table(name=name, caption=caption, columns=cols,
-                 rows=[_wer_row(n, s, languages, baseline) for n, s in rows],
+                 rows=[_wer_row(n, pick(s), languages, baseline) for n, s in rows],
                  formats={c: "{:.2f}" for c in cols[1:]})
 
 
 def _merge(parts: Sequence[Scored]) -> Scored:
-    hyps, by_lang, secs = {}, {}, 0.0
+    out = Scored({}, {}, {}, 0.0)
     for p in parts:
-        hyps.update(p.hyps)
-        by_lang.update(p.by_language)
-        secs += p.seconds
-    return Scored(hyps, by_lang, secs)
+        out.hyps.update(p.hyps)
+        out.by_language.update(p.by_language)
+        out.chars.update(p.chars)
+        out.seconds += p.seconds
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,25 +404,30 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
                                for lang in langs]) for base in finetuned}
     lid_free = decode_without_language(models["multisoftmax_lid"], test, data.tokenizers, s, EarlyStopConfig())
 
+    table2_rows = [("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
+                   ("Multilingual Onehot", known["onehot"]), ("Multi-softmax", known["multisoftmax"]),
+                   ("Multi-softmax LSP", known["multisoftmax_lsp"])]
+    table4_rows = [("Multilingual Vanilla", known["vanilla"]), ("Multi-softmax LID", lid_free.lid),
+                   ("Multi-softmax LID Oracle", lid_free.oracle)]
     tables = [
         _wer_table("table2", "WER[%] with the input language known (Table 2). Avg. is word-weighted; "
-                   "WERR relative to Monolingual.", [
-                       ("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
-                       ("Multilingual Onehot", known["onehot"]), ("Multi-softmax", known["multisoftmax"]),
-                       ("Multi-softmax LSP", known["multisoftmax_lsp"])], langs),
+                   "WERR relative to Monolingual.", table2_rows, langs),
         _wer_table("table3", "WER[%] of monolingual models from scratch vs. fine-tuned from a "
                    "multilingual seed (Table 3).", [
                        ("Monolingual", mono_scored), ("Onehot finetuning", ft_scored["onehot"]),
                        ("Multi-softmax finetuning", ft_scored["multisoftmax"])], langs),
         _wer_table("table4", "WER[%] with the input language unknown (Table 4): MS LID runs one "
-                   "decoder per language on one encoder pass and picks by averaged LID posteriors.", [
-                       ("Multilingual Vanilla", known["vanilla"]), ("Multi-softmax LID", lid_free.lid),
-                       ("Multi-softmax LID Oracle", lid_free.oracle)], langs),
+                   "decoder per language on one encoder pass and picks by averaged LID posteriors.",
+                   table4_rows, langs),
         _lid_table(models["vanilla"], known["vanilla"], lid_free, test, langs),
         _param_table(cfg.preset, sizes, {**{f"mono_{l}": m for l, m in mono.items()}, **models}),
     ]
     grid_table, grid_fig = _early_stop_grid(cfg, models["multisoftmax_lid"], test, data, out)
     tables.append(grid_table)
+    # Character error rates of Tables 2 and 4: at small scales they move before WER does.
+    tables.append(_wer_table("table2_cer", "CER[%] of the Table 2 systems (character-weighted "
+                             "average; relative reduction vs. Monolingual).", table2_rows, langs, unit="chars"))
+    tables.append(_wer_table("table4_cer", "CER[%] of the Table 4 systems.", table4_rows, langs, unit="chars"))
 
     _write_hyps(out / "hyps", test, {"mono": mono_scored, **known, "ft_onehot": ft_scored["onehot"],
                                      "ft_multisoftmax": ft_scored["multisoftmax"],

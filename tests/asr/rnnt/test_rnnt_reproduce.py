@@ -1,0 +1,44 @@
+"""`speechlab reproduce multisoftmax` end to end at the `ci` scale on the tiny embedded corpus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from speechlab.cli import main
+from speechlab.report import Results
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_espeak]
+
+
+def test_reproduce_writes_every_table_and_figure(tmp_path):
+    out = tmp_path / "run"
+    assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
+    res = Results.load(out)
+    names = [t.name for t in res.tables]
+    assert names == ["table2", "table3", "table4", "table5", "table6", "table7", "table2_cer", "table4_cer"]
+    t2 = res.table("table2")
+    assert [r[0] for r in t2.rows] == ["Monolingual", "Multilingual Vanilla", "Multilingual Onehot",
+                                      "Multi-softmax", "Multi-softmax LSP"]
+    assert t2.columns == ["System", "En-IN", "Hi-IN", "Ta-IN", "Gu-IN", "Avg.", "WERR"]
+    for row in t2.rows + res.table("table3").rows + res.table("table4").rows:
+        assert all(v is not None and v >= 0 for v in row[1:6]), row
+    # Table 6: the paper preset's counts within 1% of the paper for Mono, MS and MS LSP.
+    t6 = {r[0]: r for r in res.table("table6").rows}
+    for name in ("mono", "multisoftmax", "multisoftmax_lsp"):
+        assert abs(t6[name][3]) < 1.0
+    # Table 7: T_avg is 4 with early stopping off and never above it.
+    t7 = res.table("table7").rows
+    assert t7[0][:2] == ["inf", "inf"] and t7[0][3] == pytest.approx(4.0)
+    assert all(0 < r[3] <= 4.0 for r in t7)
+    assert (out / res.figures[0].path).stat().st_size > 0
+    # Hypotheses of every system are written next to the reference.
+    hyps = out / "hyps"
+    assert (hyps / "ref.txt").read_text().count("\n") == 4
+    summary = json.loads((hyps / "summary.json").read_text())
+    assert {"mono", "vanilla", "multisoftmax_lid", "ms_lid_oracle"} <= set(summary)
+    # A second run resumes from the finished checkpoints instead of training again.
+    log_lines = (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n")
+    assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
+    assert (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n") == log_lines
