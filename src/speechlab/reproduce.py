@@ -40,6 +40,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     start = time.time()
     out: Path = args.out
+    print(f"speechlab demo: the report will be written to {out / 'report' / 'report.html'}", flush=True)
     run_dirs = []
     for name, fn in REPRODUCTIONS.items():
         log.info("demo: reproducing %s at demo scale", name)

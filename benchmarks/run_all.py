@@ -1,0 +1,47 @@
+"""Run every benchmark in this folder, one after the other, each in its own process.
+
+``make bench`` calls this. Each benchmark prints its own table with ratios against references
+measured in the same run; this script only sequences them, so one crashing benchmark does not
+hide the others, and exits non-zero if any failed.
+
+    python benchmarks/run_all.py [--only rnnt_loss rnnt_decode]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# name -> extra arguments; run in this order (the quick ones first).
+BENCHMARKS: dict[str, list[str]] = {
+    "rnnt_loss": [],
+    "rnnt_decode": [],
+    "corpus_speed": [],
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS), default=None)
+    args = parser.parse_args()
+    failed = []
+    for name, extra in BENCHMARKS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"\n=== {name} ===", flush=True)
+        start = time.time()
+        rc = subprocess.call([sys.executable, str(HERE / f"{name}.py"), *extra])
+        print(f"--- {name}: exit {rc}, {time.time() - start:.0f} s", flush=True)
+        if rc != 0:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
