@@ -43,7 +43,7 @@ from speechlab.metrics.lid import lid_accuracy, script_of
 from speechlab.report import Figure, Results, Table
 from speechlab.report.plots import line_plot
 from speechlab.report.results import collect_meta
-from speechlab.text.graphemes import GraphemeTokenizer
+from speechlab.text.graphemes import GraphemeTokenizer, join_symbols
 from speechlab.train import Trainer, TrainConfig, load_model_weights
 from speechlab.utils import atomic_write_json, seed_everything
 
@@ -254,14 +254,12 @@ def _text_of(model: RNNT, tokens: Sequence[int], language: str | None,
             lang, j = model.union.to_local(int(t))
             if lang is not None:
                 syms.append(tokenizers[lang].symbols[j])
-        from speechlab.text.graphemes import join_symbols
-
         return join_symbols(syms)
     return tokenizers[language].decode(tokens)
 
 
 def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],
-                 search: SearchConfig, *, give_language: bool = True, batch_size: int = 16) -> Scored:
+                 search: SearchConfig, *, batch_size: int = 16) -> Scored:
     """Decode with the language known (or not needed): one search per utterance."""
     hyps: dict[str, str] = {}
     start = time.process_time()
@@ -272,8 +270,7 @@ def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str
         for i in range(0, len(group), batch_size):
             chunk = group[i : i + batch_size]
             batch = collate(chunk, lang, None)
-            needs = give_language and not model.spec.single_language
-            best = decode(model, batch.x, batch.x_lens, lang if needs else None, search)
+            best = decode(model, batch.x, batch.x_lens, None if model.spec.single_language else lang, search)
             for u, h in zip(chunk, best):
                 hyps[u.id] = _text_of(model, h.tokens, lang, tokenizers)
     return _score(utts, hyps, time.process_time() - start)
@@ -503,6 +500,8 @@ def _early_stop_grid(cfg: ReproduceConfig, model: RNNT, test: Sequence[Utterance
         xs.append(r.t_avg)
         ys.append(w)
     fig_path = "wer_vs_tavg.png"
+    order = sorted(range(len(xs)), key=lambda i: xs[i])
+    xs, ys = [xs[i] for i in order], [ys[i] for i in order]
     line_plot(xs, {"MS LID early stopping": ys}, path=out / fig_path, xlabel="T_avg (decoders running on average)",
               ylabel="WER [%]", title="WER vs. T_avg (Table 7 grid)")
     lang_name = PAPER_NAMES.get(cfg.grid_language, cfg.grid_language) if cfg.grid_language else "all"
