@@ -12,7 +12,7 @@ from speechlab.report import Results
 pytestmark = [pytest.mark.slow, pytest.mark.needs_espeak]
 
 
-def test_reproduce_writes_every_table_and_figure(tmp_path):
+def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
     res = Results.load(out)
@@ -42,3 +42,14 @@ def test_reproduce_writes_every_table_and_figure(tmp_path):
     log_lines = (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n")
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
     assert (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n") == log_lines
+
+    # The trained models stream-decode audio files from the CLI, with and without a language.
+    wav = sorted((out / "corpus" / "wav").rglob("*.wav"))[0]
+    assert main(["rnnt", "decode", str(out), "multisoftmax_lid", str(wav), "--partials",
+                 "--chunk-ms", "200", "--tau", "3", "--s-th", "0.2"]) == 0
+    assert main(["rnnt", "decode", str(out), "vanilla", str(wav), "--method", "greedy"]) == 0
+    assert main(["rnnt", "decode", str(out), "multisoftmax", str(wav), "--language", "hi"]) == 0
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith(str(wav))]
+    assert len(lines) == 3
+    assert lines[0].split("\t")[1] in {"en", "hi", "ta", "gu"}  # the LID head's pick
+    assert lines[2].split("\t")[1] == "hi"
