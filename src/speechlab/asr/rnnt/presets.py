@@ -16,7 +16,7 @@ PRESETS: dict[str, ModelDims] = {
     # Trains in minutes on 2 CPU cores; the same 640-dim stacked input as the paper.
     "demo": ModelDims(encoder_layers=3, encoder_dim=192, embed_dim=128, predictor_layers=2,
                       predictor_dim=128, joint_dim=192),
-    # The small reproduction scale: about an hour of training for every model on 2 CPU cores.
+    # The small reproduction scale: wider than demo, for runs of several CPU hours.
     "small": ModelDims(encoder_layers=4, encoder_dim=320, embed_dim=192, predictor_layers=2,
                        predictor_dim=256, joint_dim=320),
     # End-to-end pipeline tests on real 80-dim fbank: seconds per model.
