@@ -19,8 +19,10 @@ terminates.  This file holds that loss in three forms:
   occupancies choose, per frame, a band of ``s_range`` label positions; the real joiner then runs
   on that band only.  An approximation of the full loss (exact once ``s_range >= U+1``).
 
-The lattice recursion itself (:func:`rnnt_loss_from_log_probs`) runs in numba, float64, one
-utterance per thread (:mod:`speechlab.asr.rnnt._loss_numba`).
+The lattice recursion itself (:func:`rnnt_loss_from_log_probs`) runs in numba, float64
+(:mod:`speechlab.asr.rnnt._loss_numba`).  CPU parallelism: the work is cut into independent
+tasks (logits chunks, utterances) run on ``torch.get_num_threads()`` Python threads, each
+single-threaded, instead of torch's OpenMP threads (see :func:`_serial_torch` for why).
 
 Feasibility: RNN-T may emit any number of labels on one frame, so an utterance with fewer frames
 than labels is fine.  Only a zero-frame utterance (or lengths outside the padded tensors) has no
@@ -29,7 +31,8 @@ equal to the blank or outside the vocabulary.  A loss that still comes out infin
 logits, or -inf logits on every path) also raises instead of returning NaN.
 
 Padding (frames t >= T_b, label positions u > U_b, targets past U_b) never changes the value and
-receives exactly zero gradient; it may hold any number, even NaN.
+receives exactly zero gradient; it may hold any number, even NaN -- in the logits, and for the
+fused and pruned paths in the encoder/predictor (and ``am``/``lm``) outputs.
 
 Shape legend: B batch, T frames, U target length (U+1 predictor states), V vocabulary,
 D model dim, S pruning band (``s_range``).
@@ -37,8 +40,10 @@ D model dim, S pruning band (``s_range``).
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, NamedTuple
+from functools import partial
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import torch
@@ -168,6 +173,58 @@ def _check_float(name: str, x: Tensor, dims: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Threads
+
+
+@contextlib.contextmanager
+def _serial_torch() -> Iterator[int]:
+    """Run torch ops of the calling thread on one core; yields the caller's thread count.
+
+    Why: torch's intra-op (OpenMP) parallelism ends every op in a barrier that waits for all
+    its threads, and on a shared machine a descheduled thread stalls each barrier for a time
+    slice -- measured 5-20x slower on the 2-core dev box while others ran jobs.  The loss
+    instead splits its work into independent tasks for :func:`_in_threads`, and its small
+    bookkeeping ops run serially.  Only the loss's own ops are affected: the joiner of
+    :func:`rnnt_loss_fused` runs outside this context.
+    """
+    caller_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield caller_threads
+    finally:
+        # set_num_threads also sets torch's default for threads created meanwhile; restore it.
+        torch.set_num_threads(caller_threads)
+
+
+def _single_threaded_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _in_threads(tasks: list[Callable[[], None]], n_threads: int) -> None:
+    """Run independent tasks on up to ``n_threads`` Python threads, one core each.
+
+    Each worker takes the next task when it is free, so a core that is busy with someone
+    else's job only delays its own share.  Torch ops and the numba kernel release the GIL.
+    Tasks run without autograd recording, and in the caller's inference mode (both are per
+    thread; tensors made under ``torch.inference_mode`` can only be written inside it).
+    """
+    n_threads = min(n_threads, len(tasks))
+    inference = torch.is_inference_mode_enabled()
+
+    def run(task: Callable[[], None]) -> None:
+        with torch.inference_mode(inference), torch.no_grad():
+            task()
+
+    if n_threads <= 1:
+        for task in tasks:
+            run(task)
+        return
+    with ThreadPoolExecutor(n_threads, initializer=_single_threaded_worker) as pool:
+        for future in [pool.submit(run, task) for task in tasks]:
+            future.result()  # re-raises a task's exception here
+
+
+# --------------------------------------------------------------------------------------------
 # Logits -> (blank, label) log-probs without keeping a log-softmax
 
 
@@ -191,17 +248,15 @@ class _LatticeLogProbs(torch.autograd.Function):
         ctx.meta = (frames, labels, blank, chunk_elements)
         if known is not None:
             return known[0].clone(), known[1].clone()
-        blank_lp = logits.new_zeros((batch, max_frames, positions))
-        label_lp = logits.new_zeros((batch, max_frames, positions))
-        for b, rows, cols, step in _chunks(frames, labels, vocab, chunk_elements):
-            index = label_ids[b, None, :cols, None]
-            for t0 in range(0, rows, step):
-                t1 = min(t0 + step, rows)
-                log_probs = torch.log_softmax(logits[b, t0:t1, :cols], dim=-1)
-                blank_lp[b, t0:t1, :cols] = log_probs[..., blank]
-                label_lp[b, t0:t1, :cols] = log_probs.gather(
-                    2, index.expand(t1 - t0, cols, 1)
-                ).squeeze(2)
+        x = logits.detach()
+        with _serial_torch() as n_threads:
+            blank_lp = x.new_zeros((batch, max_frames, positions))
+            label_lp = x.new_zeros((batch, max_frames, positions))
+            _in_threads(
+                [partial(_log_probs_chunk, x, label_ids, blank, blank_lp, label_lp, *c)
+                 for c in _chunks(frames, labels, vocab, chunk_elements)],
+                n_threads,
+            )
         return blank_lp, label_lp
 
     @staticmethod
@@ -209,32 +264,58 @@ class _LatticeLogProbs(torch.autograd.Function):
     def backward(ctx, g_blank, g_label):
         logits, label_ids = ctx.saved_tensors
         frames, labels, blank, chunk_elements = ctx.meta
-        zero = torch.zeros((), dtype=logits.dtype, device=logits.device)
-        g_blank, g_label = torch.broadcast_tensors(
-            zero if g_blank is None else g_blank, zero if g_label is None else g_label
-        )
-        vocab = logits.shape[-1]
-        grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
-        for b, rows, cols, step in _chunks(frames, labels, vocab, chunk_elements):
-            grad[b, rows:].zero_()
-            grad[b, :rows, cols:].zero_()
-            index = label_ids[b, None, :cols, None]
-            for t0 in range(0, rows, step):
-                t1 = min(t0 + step, rows)
-                out = grad[b, t0:t1, :cols]
-                torch.softmax(logits[b, t0:t1, :cols], dim=-1, out=out)
-                g_b, g_l = g_blank[b, t0:t1, :cols], g_label[b, t0:t1, :cols]
-                out.mul_((g_b + g_l).neg_()[..., None])
-                out[..., blank] += g_b
-                out.scatter_add_(2, index.expand(t1 - t0, cols, 1), g_l[..., None])
+        x = logits.detach()
+        with _serial_torch() as n_threads:
+            zero = torch.zeros((), dtype=x.dtype, device=x.device)
+            g_blank, g_label = torch.broadcast_tensors(
+                zero if g_blank is None else g_blank, zero if g_label is None else g_label
+            )
+            grad = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            chunks = _chunks(frames, labels, x.shape[-1], chunk_elements)
+            _in_threads(
+                [partial(_zero_padding, grad, frames, labels, b) for b in range(len(frames))]
+                + [partial(_grad_chunk, x, label_ids, blank, g_blank, g_label, grad, *c)
+                   for c in chunks],
+                n_threads,
+            )
         return grad, None, None, None, None, None, None
 
 
-def _chunks(frames: np.ndarray, labels: np.ndarray, vocab: int, chunk_elements: int):
-    """Per utterance: (b, valid frames, valid positions, frames per chunk)."""
+def _log_probs_chunk(x, label_ids, blank, blank_lp, label_lp, b, t0, t1, cols) -> None:
+    """Forward of one block: log-softmax, keep the blank and target columns."""
+    log_probs = torch.log_softmax(x[b, t0:t1, :cols], dim=-1)
+    blank_lp[b, t0:t1, :cols] = log_probs[..., blank]
+    index = label_ids[b, None, :cols, None].expand(t1 - t0, cols, 1)
+    label_lp[b, t0:t1, :cols] = log_probs.gather(2, index).squeeze(2)
+
+
+def _grad_chunk(x, label_ids, blank, g_blank, g_label, grad, b, t0, t1, cols) -> None:
+    """Backward of one block, written in place into ``grad``."""
+    out = grad[b, t0:t1, :cols]
+    torch.softmax(x[b, t0:t1, :cols], dim=-1, out=out)
+    g_b, g_l = g_blank[b, t0:t1, :cols], g_label[b, t0:t1, :cols]
+    out.mul_((g_b + g_l).neg_()[..., None])
+    out[..., blank] += g_b
+    index = label_ids[b, None, :cols, None].expand(t1 - t0, cols, 1)
+    out.scatter_add_(2, index, g_l[..., None])
+
+
+def _zero_padding(grad: Tensor, frames: np.ndarray, labels: np.ndarray, b: int) -> None:
+    rows, cols = int(frames[b]), int(labels[b]) + 1
+    grad[b, rows:].zero_()
+    grad[b, :rows, cols:].zero_()
+
+
+def _chunks(
+    frames: np.ndarray, labels: np.ndarray, vocab: int, chunk_elements: int
+) -> list[tuple[int, int, int, int]]:
+    """(b, t0, t1, valid positions) blocks of about ``chunk_elements`` valid logits each."""
+    blocks = []
     for b in range(len(frames)):
         rows, cols = int(frames[b]), int(labels[b]) + 1
-        yield b, rows, cols, max(1, chunk_elements // (cols * vocab))
+        step = max(1, chunk_elements // (cols * vocab))
+        blocks += [(b, t0, min(t0 + step, rows), cols) for t0 in range(0, rows, step)]
+    return blocks
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,37 +323,29 @@ def _chunks(frames: np.ndarray, labels: np.ndarray, vocab: int, chunk_elements: 
 
 
 def _lattice(
-    blank64: np.ndarray, label64: np.ndarray, frames: np.ndarray, labels: np.ndarray, need: bool
+    blank64: np.ndarray,
+    label64: np.ndarray,
+    frames: np.ndarray,
+    labels: np.ndarray,
+    need: bool,
+    n_threads: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Run the numba kernel over the batch on up to ``torch.get_num_threads()`` threads.
+    """Run the numba kernel, one utterance per task (:func:`_in_threads`), longest first.
 
     Returns cost (B,) and, if ``need``, occupancies (B, T, U+1) (else empty arrays).
-    Utterances are dealt to threads longest first, each to the least-loaded thread.
     """
     batch = len(frames)
     cost = np.empty(batch)
     occ_shape = blank64.shape if need else (0, 0, 0)
     occ_blank, occ_label = np.zeros(occ_shape), np.zeros(occ_shape)
-    work = frames * (labels + 1)
-    n_threads = max(1, min(torch.get_num_threads(), batch))
-    shares: list[list[int]] = [[] for _ in range(n_threads)]
-    loads = [0] * n_threads
-    for b in np.argsort(-work, kind="stable"):
-        k = loads.index(min(loads))
-        shares[k].append(int(b))
-        loads[k] += int(work[b])
 
-    def run(share: list[int]) -> None:
-        utterances = np.asarray(share, dtype=np.int64)
+    def utterance(b: int) -> None:
         forward_backward(
-            blank64, label64, frames, labels, utterances, need, cost, occ_blank, occ_label
+            blank64, label64, frames, labels, np.array([b]), need, cost, occ_blank, occ_label
         )
 
-    if n_threads == 1:
-        run(shares[0])
-    else:
-        with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(run, shares))  # list() re-raises a worker's exception here
+    longest_first = np.argsort(-frames * (labels + 1), kind="stable")
+    _in_threads([partial(utterance, int(b)) for b in longest_first], n_threads)
     return cost, occ_blank, occ_label
 
 
@@ -282,9 +355,11 @@ class _TransducerLattice(torch.autograd.Function):
     @staticmethod
     def forward(ctx, blank_lp, label_lp, frames, labels):
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
-        blank64 = blank_lp.detach().to("cpu", torch.float64).contiguous().numpy()
-        label64 = label_lp.detach().to("cpu", torch.float64).contiguous().numpy()
-        cost, occ_blank, occ_label = _lattice(blank64, label64, frames, labels, need_grad)
+        with _serial_torch() as n_threads:
+            blank64, label64 = _as_float64(blank_lp), _as_float64(label_lp)
+            cost, occ_blank, occ_label = _lattice(
+                blank64, label64, frames, labels, need_grad, n_threads
+            )
         bad = np.flatnonzero(~np.isfinite(cost))
         if bad.size:
             b = int(bad[0])
@@ -292,21 +367,30 @@ class _TransducerLattice(torch.autograd.Function):
                 f"rnnt loss: batch index {b}: no alignment has non-zero probability "
                 f"(cost {cost[b]}); the logits hold NaN/inf or -inf on every path"
             )
-        ctx.save_for_backward(torch.from_numpy(occ_blank), torch.from_numpy(occ_label))
-        return torch.from_numpy(cost).to(blank_lp.device, blank_lp.dtype)
+        ctx.occupancies = (occ_blank, occ_label)
+        ctx.dtype, ctx.device = blank_lp.dtype, blank_lp.device
+        return torch.from_numpy(cost.astype(_NUMPY_DTYPE[blank_lp.dtype])).to(blank_lp.device)
 
     @staticmethod
     @once_differentiable  # second derivatives are not implemented: fail loudly
     def backward(ctx, g_cost):
-        occ_blank, occ_label = ctx.saved_tensors
-        scale = g_cost.detach().to("cpu", torch.float64).neg()[:, None, None]
-        dtype, device = g_cost.dtype, g_cost.device
+        # numpy, not torch: these (B, T, U+1) products are too small to be worth OpenMP.
+        scale = -g_cost.detach().cpu().double().numpy()[:, None, None]
+        dtype = _NUMPY_DTYPE[ctx.dtype]
         return (
-            (occ_blank * scale).to(device, dtype),
-            (occ_label * scale).to(device, dtype),
+            *(torch.from_numpy((occ * scale).astype(dtype)).to(ctx.device)
+              for occ in ctx.occupancies),
             None,
             None,
         )
+
+
+_NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _as_float64(x: Tensor) -> np.ndarray:
+    """(B, T, U+1) tensor -> contiguous float64 numpy array (converted by numpy, serially)."""
+    return np.ascontiguousarray(x.detach().cpu().numpy(), dtype=np.float64)
 
 
 def rnnt_loss_from_log_probs(
@@ -438,6 +522,7 @@ def rnnt_loss_fused(
     frames, labels = _check_lengths(
         batch, max_frames, positions - 1, logit_lengths, target_lengths
     )
+    encoder_out, predictor_out = _zero_padding_rows(encoder_out, predictor_out, frames, labels)
     vocab = _joiner_vocab(joiner, encoder_out, predictor_out)
     _check_targets(targets, labels, vocab, blank)
     label_ids = _label_ids(targets, labels, blank, positions).to(encoder_out.device)
@@ -474,6 +559,28 @@ def rnnt_loss_fused(
         torch.cat(blank_parts, 1), torch.cat(label_parts, 1), frames, labels
     )
     return reduce(costs)
+
+
+def _zero_padding_rows(
+    frame_rows: Tensor, label_rows: Tensor, frames: np.ndarray, labels: np.ndarray
+) -> tuple[Tensor, Tensor]:
+    """Zero the padded frames of (B, T, .) and label positions of (B, U+1, .) inputs.
+
+    The loss's own gradient is zero on padding, but a joiner's backward multiplies that zero by
+    derivatives taken at the padded values: 0 * NaN would still poison the parameters.  After
+    this, padding may hold anything (and receives exactly zero gradient through ``where``).
+    """
+    device = frame_rows.device
+    t_ok = torch.arange(frame_rows.shape[1], device=device)[None, :] < torch.as_tensor(
+        frames
+    ).to(device)[:, None]
+    u_ok = torch.arange(label_rows.shape[1], device=device)[None, :] <= torch.as_tensor(
+        labels
+    ).to(device)[:, None]
+    return (
+        torch.where(t_ok[..., None], frame_rows, 0.0),
+        torch.where(u_ok[..., None], label_rows, 0.0),
+    )
 
 
 def _joiner_vocab(joiner: Joiner, encoder_out: Tensor, predictor_out: Tensor) -> int:
@@ -643,6 +750,8 @@ def rnnt_loss_pruned(
         )
     device = encoder_out.device
     label_ids = _label_ids(targets, labels, blank, positions).to(device)
+    encoder_out, predictor_out = _zero_padding_rows(encoder_out, predictor_out, frames, labels)
+    am, lm = _zero_padding_rows(am, lm, frames, labels)
 
     simple_blank, simple_label = simple_log_probs(am, lm, label_ids, blank)
     simple_costs = _TransducerLattice.apply(simple_blank, simple_label, frames, labels)
@@ -678,7 +787,8 @@ def _node_occupancy(
     blank_lp: Tensor, label_lp: Tensor, frames: np.ndarray, labels: np.ndarray
 ) -> Tensor:
     """(B, T, U+1) float64 posterior probability of passing through each lattice node."""
-    blank64 = blank_lp.to("cpu", torch.float64).contiguous().numpy()
-    label64 = label_lp.to("cpu", torch.float64).contiguous().numpy()
-    _, occ_blank, occ_label = _lattice(blank64, label64, frames, labels, True)
+    with _serial_torch() as n_threads:
+        _, occ_blank, occ_label = _lattice(
+            _as_float64(blank_lp), _as_float64(label_lp), frames, labels, True, n_threads
+        )
     return torch.from_numpy(occ_blank + occ_label)

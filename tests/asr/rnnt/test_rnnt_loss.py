@@ -251,6 +251,39 @@ def test_small_chunks_give_the_same_result():
     torch.testing.assert_close(ga, gb)
 
 
+def test_threaded_run_equals_serial_run_and_restores_thread_count():
+    logits, targets, t_len, u_len = random_batch((5, 7, 4, 9), [7, 2, 5, 7, 1], [4, 0, 3, 2, 4])
+    logits.requires_grad_(True)
+    serial = rnnt_loss(logits, targets, t_len, u_len, reduction="none", chunk_elements=40)
+    (g_serial,) = torch.autograd.grad(serial.sum(), logits)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        threaded = rnnt_loss(logits, targets, t_len, u_len, reduction="none", chunk_elements=40)
+        (g_threaded,) = torch.autograd.grad(threaded.sum(), logits)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(threaded, serial, rtol=0, atol=0)
+    torch.testing.assert_close(g_threaded, g_serial, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_evaluation_modes(threads, mode):
+    """Validation loops run the loss under no_grad or inference_mode, on any thread count."""
+    logits, targets, t_len, u_len = random_batch((3, 5, 3, 6), [5, 4, 2], [3, 1, 0], seed=15)
+    expected = rnnt_loss(logits, targets, t_len, u_len, reduction="none")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with mode():
+            costs = rnnt_loss(logits, targets, t_len, u_len, reduction="none")
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(costs, expected, rtol=0, atol=0)
+
+
 def test_log_probs_entry_point_accepts_minus_infinity():
     """A transition with log-prob -inf removes paths; the rest of the lattice still counts."""
     blank = torch.log(torch.full((1, 2, 2), 0.5, dtype=F64))
@@ -332,6 +365,36 @@ def test_fused_replays_joiner_dropout_exactly():
     torch.testing.assert_close(fused, full, rtol=1e-12, atol=1e-12)
     for a, b in zip(g_fused, g_full):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_and_pruned_ignore_nan_padding_in_joiner_inputs():
+    """Padded frames / label positions of enc, pred, am, lm may hold NaN: same losses, same
+    gradients, exactly zero gradient on the padding, finite joiner-parameter gradients."""
+    joiner, enc, pred, targets, t_len, u_len, am, lm = _pruned_inputs(16)
+    frames, labels = t_len.tolist(), u_len.tolist()
+
+    def dirty(x, lengths, extra):
+        x = x.detach().clone()
+        for b, n in enumerate(lengths):
+            x[b, n + extra:] = float("nan")
+        return x.requires_grad_(True)
+
+    clean = [x.detach().clone().requires_grad_(True) for x in (enc, pred, am, lm)]
+    noisy = [dirty(enc, frames, 0), dirty(pred, labels, 1), dirty(am, frames, 0),
+             dirty(lm, labels, 1)]
+    params = list(joiner.parameters())
+    results = []
+    for e, p, a, m in (clean, noisy):
+        fused = rnnt_loss_fused(e, p, joiner, targets, t_len, u_len, chunk_elements=100)
+        pruned = rnnt_loss_pruned(e, p, joiner, targets, t_len, u_len, am=a, lm=m, s_range=3)
+        total = fused + pruned.simple + pruned.pruned
+        results.append((total, torch.autograd.grad(total, [e, p, a, m, *params])))
+    (clean_total, clean_grads), (noisy_total, noisy_grads) = results
+    torch.testing.assert_close(noisy_total, clean_total, rtol=1e-12, atol=1e-12)
+    for g_clean, g_noisy in zip(clean_grads, noisy_grads):
+        assert torch.isfinite(g_noisy).all()
+        torch.testing.assert_close(g_noisy, g_clean, rtol=1e-10, atol=1e-12)
+    assert torch.all(noisy_grads[0][1, frames[1]:] == 0)
 
 
 def test_fused_rejects_targets_outside_the_joiner_vocabulary():
