@@ -99,30 +99,27 @@ def _warmed(make, shape, *args):
     return make(shape, *args)
 
 
+def _make_step(shape, loss_fn):
+    """One forward + backward of ``loss_fn`` on fixed random logits of ``shape``."""
+    gen, targets, logit_lengths, target_lengths = _inputs(shape)
+    batch, frames, labels, vocab = shape
+    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, requires_grad=True)
+
+    def step():
+        logits.grad = None
+        loss_fn(logits, targets, logit_lengths, target_lengths).backward()
+
+    return step
+
+
 def make_ours(shape):
     from speechlab.asr.rnnt.loss import rnnt_loss
 
-    gen, targets, logit_lengths, target_lengths = _inputs(shape)
-    batch, frames, labels, vocab = shape
-    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, requires_grad=True)
-
-    def step():
-        logits.grad = None
-        rnnt_loss(logits, targets, logit_lengths, target_lengths).backward()
-
-    return step
+    return _make_step(shape, rnnt_loss)
 
 
 def make_reference(shape):
-    gen, targets, logit_lengths, target_lengths = _inputs(shape)
-    batch, frames, labels, vocab = shape
-    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, requires_grad=True)
-
-    def step():
-        logits.grad = None
-        reference_rnnt_loss(logits, targets, logit_lengths, target_lengths).backward()
-
-    return step
+    return _make_step(shape, reference_rnnt_loss)
 
 
 def _add_joiner(enc: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
