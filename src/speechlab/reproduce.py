@@ -30,7 +30,8 @@ REPRODUCTIONS: dict[str, Callable[..., Path]] = {
 
 def _run_reproduce(args: argparse.Namespace) -> int:
     fn = REPRODUCTIONS[args.paper]
-    run_dir = fn(scale=args.scale, out_dir=args.out, corpus_dir=args.corpus)
+    run_dir = fn(scale=args.scale, out_dir=args.out, corpus_dir=args.corpus, config=args.config,
+                 overrides=args.set, jobs=args.jobs)
     print(run_dir)
     return 0
 
@@ -44,7 +45,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     run_dirs = []
     for name, fn in REPRODUCTIONS.items():
         log.info("demo: reproducing %s at demo scale", name)
-        run_dirs.append(fn(scale="demo", out_dir=out / name, corpus_dir=None))
+        run_dirs.append(fn(scale="demo", out_dir=out / name, corpus_dir=None, jobs=args.jobs))
     report = write_report(run_dirs, out / "report")
     log.info("demo finished in %.1f min", (time.time() - start) / 60)
     print(f"report: {report}")
@@ -58,8 +59,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="run directory")
     p.add_argument("--corpus", type=Path, default=None,
                    help="corpus dir with {train,dev,test}_cuts.jsonl.gz (default: build the embedded one)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="a recipe YAML to use instead of the scale's (recipes/<paper>/<scale>.yaml)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="models trained at a time, one process and one thread each")
     p.set_defaults(func=_run_reproduce)
 
     d = sub.add_parser("demo", help="build the embedded corpus, run every reproduction at demo scale, write the report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))
+    d.add_argument("--jobs", type=int, default=2,
+                   help="models trained at a time, one process and one thread each (default: 2)")
     d.set_defaults(func=_run_demo)

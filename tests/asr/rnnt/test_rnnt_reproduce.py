@@ -14,7 +14,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.needs_espeak]
 
 def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
+    # Two models at a time, each in a worker process.
+    assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
     names = [t.name for t in res.tables]
     assert names == ["table2", "table3", "table4", "table5", "table6", "table7", "table2_cer", "table4_cer"]
@@ -38,7 +39,10 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert (hyps / "ref.txt").read_text().count("\n") == 4
     summary = json.loads((hyps / "summary.json").read_text())
     assert {"mono", "vanilla", "multisoftmax_lid", "ms_lid_oracle"} <= set(summary)
-    # A second run resumes from the finished checkpoints instead of training again.
+    # Every model trained in a worker, then loaded by the main process.
+    models = sorted(p.name for p in (out / "models").iterdir())
+    assert len(models) == 17 and all((out / "models" / m / "model.json").exists() for m in models)
+    # A second run (in one process) resumes from the finished checkpoints instead of training again.
     log_lines = (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n")
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
     assert (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n") == log_lines

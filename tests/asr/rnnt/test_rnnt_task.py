@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from lhotse import CutSet
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.reproduce import monolingual_key_map
-from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, Utterance, collate, load_utterances
+from speechlab.asr.rnnt.task import (RNNTTask, TaskConfig, Utterance, collate, ctc_loss,
+                                     load_utterances)
 from speechlab.audio.features import compute_features
 from speechlab.testing.audio import tone_cut
 from speechlab.text.graphemes import GraphemeTokenizer
@@ -82,6 +84,44 @@ def test_loss_is_finite_and_lid_variant_adds_ce():
         assert ("lid_ce" in stats) == (variant == "multisoftmax_lid")
         loss.backward()
         assert "loss" in task.validate(model.eval())
+
+
+def test_auxiliary_ctc_trains_encoder_and_own_head_only():
+    sizes = {"en": 7, "hi": 5}
+    utts = _utts(sizes)
+    model = build("multisoftmax", sizes, "ci")
+    n_params = sum(p.numel() for p in model.parameters())
+    task = RNNTTask(model, utts, [], TaskConfig(max_frames=200, spec_augment=False, ctc_weight=0.5))
+    batch = next(task.batches())
+    # the CTC term alone: its gradient reaches the encoder, the joint's encoder projection and
+    # the batch language's output layer, nothing of the prediction network or other languages
+    out = model(batch.x, batch.x_lens, batch.targets, batch.target_lens, batch.language, ctc=True)
+    ctc = ctc_loss(out["ctc_logits"], out["enc_lens"], batch.targets, batch.target_lens)
+    ctc.backward()
+    head = model.routes[batch.language].head
+    got = {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+    assert any(n.startswith("encoder.") for n in got)
+    assert f"joiner.outputs.{head}.weight" in got and "joiner.enc_proj.weight" in got
+    assert not any(n.startswith("predictor.") or n.startswith("joiner.pred_proj") for n in got)
+    assert not any(n.startswith(f"joiner.outputs.{1 - head}.") for n in got)
+    # the task adds it to the RNN-T loss with its weight, and the model has no extra parameters
+    model.zero_grad()
+    loss, stats, _ = task.loss(model, batch)
+    assert loss.item() == pytest.approx(stats["rnnt"] + 0.5 * stats["ctc"], rel=1e-4)
+    assert sum(p.numel() for p in model.parameters()) == n_params
+
+
+def test_ctc_loss_matches_torch_and_ignores_infeasible_rows():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(3, 6, 5, generator=g)
+    targets = torch.tensor([[1, 2, 0], [3, 3, 3], [4, 0, 0]])
+    lens, t_lens = torch.tensor([6, 4, 5]), torch.tensor([2, 3, 1])
+    got = ctc_loss(logits, lens, targets, t_lens)
+    # row 1 needs 5 frames for "3 3 3" (blanks between repeats) but has 4: it contributes 0
+    ref = torch.nn.functional.ctc_loss(logits.log_softmax(-1).transpose(0, 1), targets, lens, t_lens,
+                                       reduction="none")
+    assert torch.isinf(ref[1])
+    assert got.item() == pytest.approx((ref[0] + ref[2]).item() / 3, rel=1e-5)
 
 
 def test_monolingual_model_from_multisoftmax_keeps_shared_and_own_head(tmp_path):

@@ -173,9 +173,17 @@ class RNNT(nn.Module):
             raise ConfigError(f"the {self.variant} model has no LID head; use multisoftmax_lid")
         return self.lid_head(enc)
 
+    def ctc_logits(self, enc: Tensor, language: Language = None) -> Tensor:
+        """enc (B,T,D) -> (B,T,V) logits of the joint network with the prediction network's
+        input left out: ``out_l(tanh(W_e enc))``. The auxiliary CTC loss of
+        :class:`speechlab.asr.rnnt.task.TaskConfig` trains the encoder through it; it adds no
+        parameters, so the model (and Table 6) is the same with or without it."""
+        return self.joiner.outputs[self.route(language).head](torch.tanh(self.joiner.project_encoder(enc)))
+
     # ---- training --------------------------------------------------------------------------
     def forward(self, x: Tensor, x_lens: Tensor, targets: Tensor, target_lens: Tensor,
-                language: Language = None, compute_logits: bool = True) -> dict[str, object]:
+                language: Language = None, compute_logits: bool = True,
+                ctc: bool = False) -> dict[str, object]:
         """One batch.
 
         x (B,T,F) features, x_lens (B,), targets (B,U) label ids (local ids of ``language`` in
@@ -184,7 +192,8 @@ class RNNT(nn.Module):
         Returns ``enc`` (B,T',D), ``enc_lens`` (B,), ``pred`` (B,U+1,D), ``joint`` (callable
         ``(enc (B,t,D), pred (B,u,D)) -> logits (B,t,u,V)`` for losses that compute the lattice
         in chunks), ``logits`` (B,T',U+1,V) unless ``compute_logits`` is False, ``vocab_size``,
-        ``language_ids`` (B,) or None, and for the LID variant ``lid_logits`` (B,T',L).
+        ``language_ids`` (B,) or None, for the LID variant ``lid_logits`` (B,T',L), and with ``ctc``
+        ``ctc_logits`` (B,T',V) (:meth:`ctc_logits`).
         """
         route = self.route(language)
         ids = self.language_ids(language, x.shape[0])
@@ -199,6 +208,8 @@ class RNNT(nn.Module):
             out["logits"] = joint(enc, pred)
         if self.lid_head is not None:
             out["lid_logits"] = self.lid_head(enc)
+        if ctc:
+            out["ctc_logits"] = self.ctc_logits(enc, language)
         return out
 
     def _checked_targets(self, targets: Tensor, target_lens: Tensor, route: Route, language: Language) -> Tensor:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
+from speechlab.asr.rnnt.config import VARIANTS, DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.model import RNNT, build, count_parameters, parameter_table
 from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
 from speechlab.asr.rnnt.search import decode
@@ -217,6 +217,64 @@ def monolingual_key_map(source: RNNT, language: str) -> Callable[[str], str | No
     return map_key
 
 
+def _train_job(name: str, cfg: ReproduceConfig, data: Data, models_dir: Path) -> RNNT:
+    """Train (or load, if finished) one model of the reproduction, named as in ``models/``:
+    ``mono_<lang>``, a variant name, or ``ft_onehot_<lang>`` / ``ft_ms_<lang>`` (Table 3: from
+    Onehot the whole model continues on one language, its one-hot fixed; from MS a one-language
+    model takes the shared + that language's parameters)."""
+    sizes = data.vocab_sizes
+    run_dir = models_dir / name
+    torch.manual_seed(cfg.seed)
+    if name.startswith("mono_"):
+        lang = name.removeprefix("mono_")
+        return train_model(build("mono", {lang: sizes[lang]}, cfg.preset), data,
+                           replace(cfg.train, max_steps=cfg.mono_steps), cfg.task, run_dir,
+                           train=[u for u in data.train if u.language == lang])
+    if name.startswith("ft_"):
+        base, lang = name.removeprefix("ft_").rsplit("_", 1)
+        lang_train = [u for u in data.train if u.language == lang]
+        if base == "onehot":
+            model = build("onehot", sizes, cfg.preset)
+            load_model_weights(model, _best_or_last(models_dir / "onehot"))
+        else:
+            model = build("mono", {lang: sizes[lang]}, cfg.preset)
+            load_model_weights(model, _best_or_last(models_dir / "multisoftmax"),
+                               map_key=monolingual_key_map(build("multisoftmax", sizes, cfg.preset), lang))
+        return train_model(model, data, cfg.finetune, cfg.task, run_dir, train=lang_train)
+    if name not in VARIANTS:
+        raise ConfigError(f"unknown model job {name!r}")
+    return train_model(build(name, sizes, cfg.preset), data, cfg.train, cfg.task, run_dir)
+
+
+def _job_worker(name: str, cfg: ReproduceConfig, out: Path, corpus_dir: Path | None) -> str:
+    """One model in a worker process: data from the run's caches, one thread, no progress bar."""
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.WARNING)
+    cfg = replace(cfg, train=replace(cfg.train, progress=False), finetune=replace(cfg.finetune, progress=False))
+    data = prepare_data(cfg, out, corpus_dir)
+    start = time.time()
+    _train_job(name, cfg, data, out / "models")
+    return f"{name} ({(time.time() - start) / 60:.1f} min)"
+
+
+def _train_parallel(names: Sequence[str], cfg: ReproduceConfig, out: Path, corpus_dir: Path | None,
+                    jobs: int) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    log.info("training %d models, %d at a time: %s", len(names), jobs, ", ".join(names))
+    ctx = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_job_worker, n, cfg, out, corpus_dir) for n in names]
+        for i, fut in enumerate(as_completed(futures), 1):
+            log.info("trained %s [%d/%d]", fut.result(), i, len(names))
+
+
+def _best_or_last(run_dir: Path) -> Path:
+    best = run_dir / "best.pt"
+    return best if best.exists() else _last(run_dir)
+
+
 # ---------------------------------------------------------------------------------------------
 # Decoding and scoring
 
@@ -340,9 +398,16 @@ def _merge(parts: Sequence[Scored]) -> Scored:
 
 
 def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_dir: Path | None = None,
-        config: Path | None = None, overrides: Sequence[str] = ()) -> Path:
-    """Run every experiment of the paper at ``scale``; returns the run directory."""
+        config: Path | None = None, overrides: Sequence[str] = (), jobs: int = 1) -> Path:
+    """Run every experiment of the paper at ``scale``; returns the run directory.
+
+    ``jobs`` > 1 trains that many models at a time, each in its own process with one thread
+    (on two cores two single-threaded LSTM trainings get more done than one on two threads).
+    The results do not depend on ``jobs``.
+    """
     started = time.time()
+    if jobs < 1:
+        raise ConfigError(f"jobs must be >= 1, got {jobs}")
     cfg = load_scale(scale, config, overrides)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -350,7 +415,8 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
     seed_everything(cfg.seed)
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
-    data = prepare_data(cfg, out, Path(corpus_dir) if corpus_dir else None)
+    corpus_dir = Path(corpus_dir) if corpus_dir else None
+    data = prepare_data(cfg, out, corpus_dir)
     langs, sizes = data.languages, data.vocab_sizes
     log.info("vocabularies (with blank): %s; training hours: %s", sizes,
              {k: round(v, 3) for k, v in data.train_hours.items()})
@@ -359,38 +425,19 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
         test = [u for lang in langs for u in [v for v in data.test if v.language == lang][: cfg.test_utterances]]
     models_dir = out / "models"
 
-    def multi(variant: str) -> RNNT:
-        torch.manual_seed(cfg.seed)
-        return train_model(build(variant, sizes, cfg.preset), data, cfg.train, cfg.task, models_dir / variant)
-
-    mono: dict[str, RNNT] = {}
-    for lang in langs:
-        torch.manual_seed(cfg.seed)
-        model = build("mono", {lang: sizes[lang]}, cfg.preset)
-        mono[lang] = train_model(model, data, replace(cfg.train, max_steps=cfg.mono_steps), cfg.task,
-                                 models_dir / f"mono_{lang}",
-                                 train=[u for u in data.train if u.language == lang])
     variants = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
-    models = {v: multi(v) for v in variants}
-
-    # Fine-tuning (Table 3): from Onehot the whole model continues on one language (its one-hot
-    # fixed); from MS a one-language model takes the shared + that language's parameters.
-    finetuned: dict[str, dict[str, RNNT]] = {"onehot": {}, "multisoftmax": {}}
-    ft_cfg = cfg.finetune
-    for lang in langs:
-        lang_train = [u for u in data.train if u.language == lang]
-        src_ckpt = models_dir / "onehot" / "best.pt"
-        m = build("onehot", sizes, cfg.preset)
-        load_model_weights(m, src_ckpt if src_ckpt.exists() else _last(models_dir / "onehot"))
-        finetuned["onehot"][lang] = train_model(m, data, ft_cfg, cfg.task, models_dir / f"ft_onehot_{lang}",
-                                                train=lang_train)
-        src = models["multisoftmax"]
-        m = build("mono", {lang: sizes[lang]}, cfg.preset)
-        src_ckpt = models_dir / "multisoftmax" / "best.pt"
-        load_model_weights(m, src_ckpt if src_ckpt.exists() else _last(models_dir / "multisoftmax"),
-                           map_key=monolingual_key_map(src, lang))
-        finetuned["multisoftmax"][lang] = train_model(m, data, ft_cfg, cfg.task, models_dir / f"ft_ms_{lang}",
-                                                      train=lang_train)
+    # Every model is a job; a finished job's directory holds its final checkpoint, so running it
+    # again just loads it. With jobs > 1 the independent ones train in parallel processes first.
+    first = [f"mono_{lang}" for lang in langs] + list(variants)
+    second = [f"ft_{base}_{lang}" for base in ("onehot", "ms") for lang in langs]
+    if jobs > 1:
+        for names in (first, second):
+            _train_parallel(names, cfg, out, corpus_dir, jobs)
+    trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}
+    mono = {lang: trained[f"mono_{lang}"] for lang in langs}
+    models = {v: trained[v] for v in variants}
+    finetuned = {"onehot": {lang: trained[f"ft_onehot_{lang}"] for lang in langs},
+                 "multisoftmax": {lang: trained[f"ft_ms_{lang}"] for lang in langs}}
 
     log.info("decoding %d test utterances", len(test))
     by_lang_test = {lang: [u for u in test if u.language == lang] for lang in langs}
