@@ -22,6 +22,7 @@ union ids and ``(language, local id)`` that the multi-softmax model uses to rout
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,6 +211,53 @@ class TokenizerBuildConfig:
     normalize: bool = True
 
 
+@dataclass(frozen=True)
+class UnionMap:
+    """The id layout of a union vocabulary, from vocabulary sizes alone: one blank, then each
+    language's non-blank ids in order (what :class:`UnionTokenizer` and the pooled RNN-T
+    softmax use). Union id of language l's local id i > 0 is ``offset(l) + i``; size
+    ``sum(V_l - 1) + 1``.
+    """
+
+    languages: tuple[str, ...]
+    vocab_sizes: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(v - 1 for v in self.vocab_sizes) + 1
+
+    def offset(self, language: str) -> int:
+        if language not in self.languages:
+            raise DataError(f"unknown language {language!r}; this union has {list(self.languages)}")
+        i = self.languages.index(language)
+        return sum(v - 1 for v in self.vocab_sizes[:i])
+
+    def to_union(self, language: str, local_ids: Iterable[int]) -> list[int]:
+        """Local ids of ``language`` -> union ids (local blank -> union blank)."""
+        off = self.offset(language)
+        return [0 if i == 0 else off + int(i) for i in local_ids]
+
+    def to_local(self, union_id: int) -> tuple[str | None, int]:
+        """``(language, local id)``; blank is ``(None, 0)``."""
+        if union_id == 0:
+            return None, 0
+        rest = int(union_id)
+        if rest > 0:
+            for lang, v in zip(self.languages, self.vocab_sizes):
+                if rest <= v - 1:
+                    return lang, rest
+                rest -= v - 1
+        raise DataError(f"union id {union_id} is outside the union vocabulary of size {self.size}")
+
+    def language_of(self, union_ids: Sequence[int]) -> str | None:
+        """The language most of the non-blank labels belong to (the script of a vanilla model's
+        output, Table 5); ties go to the earlier language, None for an empty output."""
+        counts = Counter(self.to_local(i)[0] for i in union_ids if i != 0)
+        if not counts:
+            return None
+        return max(self.languages, key=lambda lang: (counts.get(lang, 0), -self.languages.index(lang)))
+
+
 class UnionTokenizer:
     """Per-language grapheme tokenizers plus their pooled (union) vocabulary.
 
@@ -228,18 +276,14 @@ class UnionTokenizer:
             if tok.language != lang:
                 raise DataError(f"tokenizer for {tok.language!r} registered under {lang!r}")
         self.languages: tuple[str, ...] = tuple(self.tokenizers)
-        self._offset: dict[str, int] = {}
-        self._owner: list[tuple[str | None, int]] = [(None, 0)]
+        self.map = UnionMap(self.languages, tuple(len(t) for t in self.tokenizers.values()))
         counts: dict[str, int] = {}
         for tok in self.tokenizers.values():
             for s in tok.symbols[1:]:
                 counts[s] = counts.get(s, 0) + 1
         names = [BLANK]
         for lang, tok in self.tokenizers.items():
-            self._offset[lang] = len(names)
-            for j, s in enumerate(tok.symbols[1:], start=1):
-                names.append(s if counts[s] == 1 else f"{s}@{lang}")
-                self._owner.append((lang, j))
+            names.extend(s if counts[s] == 1 else f"{s}@{lang}" for s in tok.symbols[1:])
         self.symbols: tuple[str, ...] = tuple(names)
 
     blank_id = 0
@@ -285,13 +329,13 @@ class UnionTokenizer:
         tok = self._check_language(language)
         if not 0 <= local_id < len(tok):
             raise DataError(f"local id {local_id} outside the {language!r} vocabulary of {len(tok)}")
-        return 0 if local_id == 0 else self._offset[language] + local_id - 1
+        return self.map.to_union(language, [local_id])[0]
 
     def to_local(self, union_id: int) -> tuple[str | None, int]:
         """``union id -> (language, local id)``; the blank is ``(None, 0)``."""
         if not 0 <= union_id < len(self):
             raise DataError(f"union id {union_id} outside the vocabulary of {len(self)}")
-        return self._owner[union_id]
+        return self.map.to_local(union_id)
 
     def language_of(self, union_id: int) -> str | None:
         """The language a union id belongs to (``None`` for the shared blank)."""
@@ -304,8 +348,7 @@ class UnionTokenizer:
         union vocabulary (size ``V``).
         """
         tok = self._check_language(language)
-        off = self._offset[language]
-        return [0] + list(range(off, off + len(tok) - 1))
+        return self.map.to_union(language, range(len(tok)))
 
     def encode(self, text: str, language: str, utt: str | None = None) -> list[int]:
         """Text in ``language`` -> union ids."""

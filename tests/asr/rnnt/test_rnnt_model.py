@@ -64,8 +64,11 @@ def test_union_map():
         for i in range(1, v):
             assert u.to_local(u.to_union(lang, [i])[0]) == (lang, i)
     assert u.language_of([1, 8, 9, 0]) == "hi" and u.language_of([0]) is None
-    with pytest.raises(ValueError):
-        u.to_local(16)
+    for bad in (16, -1):
+        with pytest.raises(DataError, match="outside the union vocabulary"):
+            u.to_local(bad)
+    with pytest.raises(DataError, match="unknown language 'fr'"):
+        u.to_union("fr", [1])
 
 
 def test_bad_inputs_raise_clear_errors():

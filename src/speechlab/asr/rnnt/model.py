@@ -16,7 +16,6 @@ Shapes: B batch, T frames, U labels, V vocabulary, L languages, D dims.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -30,50 +29,9 @@ from speechlab.asr.rnnt.joiner import Joiner
 from speechlab.asr.rnnt.predictor import Predictor
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_preset
 from speechlab.errors import ConfigError, DataError
+from speechlab.text.graphemes import UnionMap
 
 Language = str | Sequence[str] | None
-
-
-@dataclass(frozen=True)
-class UnionMap:
-    """Union vocabulary of the vanilla/onehot models: one blank + every language's symbols.
-
-    Union id of language l's local id i > 0 is ``offset(l) + i``; size ``sum(V_l - 1) + 1``.
-    """
-
-    languages: tuple[str, ...]
-    vocab_sizes: tuple[int, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(v - 1 for v in self.vocab_sizes) + 1
-
-    def offset(self, language: str) -> int:
-        i = self.languages.index(language)
-        return sum(v - 1 for v in self.vocab_sizes[:i])
-
-    def to_union(self, language: str, local_ids: Sequence[int]) -> list[int]:
-        off = self.offset(language)
-        return [0 if i == 0 else off + int(i) for i in local_ids]
-
-    def to_local(self, union_id: int) -> tuple[str | None, int]:
-        """``(language, local id)``; blank is ``(None, 0)``."""
-        if union_id == 0:
-            return None, 0
-        rest = int(union_id)
-        for lang, v in zip(self.languages, self.vocab_sizes):
-            if rest <= v - 1:
-                return lang, rest
-            rest -= v - 1
-        raise ValueError(f"union id {union_id} is outside the union vocabulary of size {self.size}")
-
-    def language_of(self, union_ids: Sequence[int]) -> str | None:
-        """The language most of the non-blank labels belong to (the script of a vanilla model's
-        output, Table 5); ties go to the earlier language, None for an empty output."""
-        counts = Counter(self.to_local(i)[0] for i in union_ids if i != 0)
-        if not counts:
-            return None
-        return max(self.languages, key=lambda lang: (counts.get(lang, 0), -self.languages.index(lang)))
 
 
 @dataclass(frozen=True)
