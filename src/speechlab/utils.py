@@ -12,6 +12,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from speechlab.errors import SpeechlabError
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
@@ -50,6 +52,36 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+@contextlib.contextmanager
+def exclusive_dir(path: str | Path, what: str = "a run") -> Iterator[Path]:
+    """Hold an exclusive lock on directory ``path`` (created if missing) while in the block.
+
+    Two processes writing one run directory (say a restarted job while the old one still runs)
+    would interleave checkpoints; the second gets a clear error instead. The lock is an
+    ``flock`` on ``path/.lock``, so the kernel drops it when its holder dies, however it dies.
+    """
+    import fcntl
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / ".lock", "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise SpeechlabError(f"{path} is in use by another process (pid {holder}) running "
+                                 f"{what}; wait for it or stop it first") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        try:
+            yield path
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def seed_everything(seed: int) -> None:

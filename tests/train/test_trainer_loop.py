@@ -17,6 +17,7 @@ from speechlab.train.config import OptimConfig, TrainConfig
 from speechlab.train.log import read_log
 from speechlab.train.sampler import BucketBatches, MapBatches
 from speechlab.train.trainer import Trainer
+from speechlab.utils import exclusive_dir
 
 
 class LinearTask:
@@ -90,6 +91,19 @@ def test_diverged_run_stops_with_an_error(tmp_path):
     task = LinearTask([[1, 2, 3]] * 4, nan_items=[0, 1, 2, 3])
     with pytest.raises(SpeechlabError, match="3 batches in a row.*non-finite loss"):
         Trainer(model, task, cfg(max_consecutive_nonfinite=3), tmp_path).fit()
+
+
+def test_a_run_directory_in_use_is_refused_and_freed_after(tmp_path):
+    model = nn.Linear(3, 1, bias=False)
+    task = LinearTask([[1, 2, 3]] * 4)
+    with exclusive_dir(tmp_path, "a test"):
+        with pytest.raises(SpeechlabError, match=r"in use by another process \(pid \d+\)"):
+            Trainer(model, task, cfg(early_stop_metric=None), tmp_path).fit()
+        assert list_checkpoints(tmp_path) == []  # nothing written by the refused run
+    # released: the run goes ahead, and releases the lock when it ends
+    assert Trainer(model, task, cfg(early_stop_metric=None), tmp_path).fit().steps == 4
+    with exclusive_dir(tmp_path):
+        pass
 
 
 def test_grad_norm_is_logged_and_clipped(tmp_path):

@@ -44,7 +44,7 @@ from speechlab.train.config import OptimConfig, TrainConfig
 from speechlab.train.log import MetricsLog, ProgressBar, TensorBoardLog, progress_wanted
 from speechlab.train.sampler import ResumableBatches
 from speechlab.train.schedule import build_scheduler
-from speechlab.utils import seed_everything
+from speechlab.utils import exclusive_dir, seed_everything
 
 logger = logging.getLogger("speechlab.train")
 
@@ -221,6 +221,17 @@ class Trainer:
     # -- the loop ------------------------------------------------------------------------------
 
     def fit(self) -> TrainResult:
+        """Train to ``cfg.max_steps`` (resuming from the run directory's last checkpoint).
+
+        Rank 0 holds a lock on the run directory meanwhile: a second process training into the
+        same directory fails at once with a clear error instead of interleaving checkpoints.
+        """
+        if not self.dist.is_main:
+            return self._fit()
+        with exclusive_dir(self.out_dir, "a training run"):
+            return self._fit()
+
+    def _fit(self) -> TrainResult:
         cfg, main = self.cfg, self.dist.is_main
         if main:
             self.out_dir.mkdir(parents=True, exist_ok=True)

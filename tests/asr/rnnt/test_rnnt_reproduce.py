@@ -57,3 +57,37 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert len(lines) == 3
     assert lines[0].split("\t")[1] in {"en", "hi", "ta", "gu"}  # the LID head's pick
     assert lines[2].split("\t")[1] == "hi"
+
+
+def test_reproduce_rejects_bad_jobs_and_unknown_scale(tmp_path):
+    from speechlab.asr.rnnt.reproduce import run
+    from speechlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="jobs must be >= 1"):
+        run("ci", tmp_path / "a", jobs=0)
+    with pytest.raises(ConfigError, match="no recipe config"):
+        run("huge", tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def _sleep_forever_watching(parent):
+    import time
+
+    from speechlab.asr.rnnt.reproduce import _exit_with
+
+    _exit_with(parent, period=0.05)
+    time.sleep(60)
+
+
+def test_training_workers_end_with_their_parent():
+    import multiprocessing
+    import subprocess
+    import sys
+
+    parent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    worker = multiprocessing.get_context("spawn").Process(target=_sleep_forever_watching,
+                                                          args=(parent.pid,))
+    worker.start()
+    parent.wait()
+    worker.join(timeout=20)
+    assert worker.exitcode == 1

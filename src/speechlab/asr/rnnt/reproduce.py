@@ -246,8 +246,12 @@ def _train_job(name: str, cfg: ReproduceConfig, data: Data, models_dir: Path) ->
     return train_model(build(name, sizes, cfg.preset), data, cfg.train, cfg.task, run_dir)
 
 
-def _job_worker(name: str, cfg: ReproduceConfig, out: Path, corpus_dir: Path | None) -> str:
-    """One model in a worker process: data from the run's caches, one thread, no progress bar."""
+def _job_worker(name: str, cfg: ReproduceConfig, out: Path, corpus_dir: Path | None,
+                parent: int) -> str:
+    """One model in a worker process: data from the run's caches, one thread, no progress bar.
+    The worker ends itself if the ``parent`` process dies (killed reproduction): a restarted
+    one must not find the model still being trained by an orphan."""
+    _exit_with(parent)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     cfg = replace(cfg, train=replace(cfg.train, progress=False), finetune=replace(cfg.finetune, progress=False))
@@ -257,15 +261,39 @@ def _job_worker(name: str, cfg: ReproduceConfig, out: Path, corpus_dir: Path | N
     return f"{name} ({(time.time() - start) / 60:.1f} min)"
 
 
+_WATCHED: set[int] = set()
+
+
+def _exit_with(parent: int, period: float = 2.0) -> None:
+    """Exit this process (status 1) within ``period`` seconds of process ``parent`` ending."""
+    import os
+    import threading
+
+    if parent in _WATCHED:  # one watcher per worker process, however many jobs it runs
+        return
+    _WATCHED.add(parent)
+
+    def watch() -> None:
+        while True:
+            time.sleep(period)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def _train_parallel(names: Sequence[str], cfg: ReproduceConfig, out: Path, corpus_dir: Path | None,
                     jobs: int) -> None:
     import multiprocessing
+    import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     log.info("training %d models, %d at a time: %s", len(names), jobs, ", ".join(names))
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_job_worker, n, cfg, out, corpus_dir) for n in names]
+        futures = [pool.submit(_job_worker, n, cfg, out, corpus_dir, os.getpid()) for n in names]
         for i, fut in enumerate(as_completed(futures), 1):
             log.info("trained %s [%d/%d]", fut.result(), i, len(names))
 
