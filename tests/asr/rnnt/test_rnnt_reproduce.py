@@ -46,6 +46,11 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     log_lines = (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n")
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
     assert (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n") == log_lines
+    # ... and decoding in this process gives what the workers gave.
+    again = Results.load(out)
+    for name in ("table2", "table3", "table4", "table5", "table2_cer", "table4_cer"):
+        assert again.table(name).rows == res.table(name).rows, name
+    assert [r[:4] for r in again.table("table7").rows] == [r[:4] for r in t7]
 
     # The trained models stream-decode audio files from the CLI, with and without a language.
     wav = sorted((out / "corpus" / "wav").rglob("*.wav"))[0]

@@ -246,19 +246,58 @@ def _train_job(name: str, cfg: ReproduceConfig, data: Data, models_dir: Path) ->
     return train_model(build(name, sizes, cfg.preset), data, cfg.train, cfg.task, run_dir)
 
 
-def _job_worker(name: str, cfg: ReproduceConfig, out: Path, corpus_dir: Path | None,
-                parent: int) -> str:
-    """One model in a worker process: data from the run's caches, one thread, no progress bar.
-    The worker ends itself if the ``parent`` process dies (killed reproduction): a restarted
-    one must not find the model still being trained by an orphan."""
+@dataclass(frozen=True)
+class DecodeJob:
+    """One decoding of the reproduction: the model in ``models/<model>`` on the test utterances
+    of ``language`` (None: every language). With ``early_stop`` = (tau, s_th) the language is
+    not given to the model: LID-free decoding with all languages' decoders (Tables 4, 5, 7)."""
+
+    model: str
+    language: str | None = None
+    early_stop: tuple[float, float] | None = None
+
+
+def _decode_job(job: DecodeJob, cfg: ReproduceConfig, data: Data, model: RNNT) -> Scored | LidFreeRun:
+    utts = [u for u in _test_set(cfg, data) if job.language is None or u.language == job.language]
+    if not utts:
+        raise DataError(f"no test utterances in language {job.language!r} to decode")
+    if job.early_stop is None:
+        return decode_known(model, utts, data.tokenizers, cfg.search)
+    tau, s_th = job.early_stop
+    return decode_without_language(model, utts, data.tokenizers, cfg.search, EarlyStopConfig(tau=tau, s_th=s_th))
+
+
+def _test_set(cfg: ReproduceConfig, data: Data) -> list[Utterance]:
+    """The test utterances decoded: the first ``cfg.test_utterances`` of each language (all if 0)."""
+    if not cfg.test_utterances:
+        return list(data.test)
+    return [u for lang in data.languages for u in [v for v in data.test if v.language == lang][: cfg.test_utterances]]
+
+
+# Worker processes of a parallel reproduction: the data is loaded once per worker (from the run's
+# caches) by _init_worker, then each task trains or decodes one model.
+_WORKER: dict[str, object] = {}
+
+
+def _init_worker(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, parent: int) -> None:
+    """One thread, no progress bars, and an exit if the ``parent`` process dies (a killed
+    reproduction): a restarted one must not find a model still being trained by an orphan."""
     _exit_with(parent)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     cfg = replace(cfg, train=replace(cfg.train, progress=False), finetune=replace(cfg.finetune, progress=False))
-    data = prepare_data(cfg, out, corpus_dir)
+    _WORKER.update(cfg=cfg, data=prepare_data(cfg, out, corpus_dir), models_dir=out / "models")
+
+
+def _worker_train(name: str) -> str:
     start = time.time()
-    _train_job(name, cfg, data, out / "models")
-    return f"{name} ({(time.time() - start) / 60:.1f} min)"
+    _train_job(name, _WORKER["cfg"], _WORKER["data"], _WORKER["models_dir"])
+    return f"trained {name} ({(time.time() - start) / 60:.1f} min)"
+
+
+def _worker_decode(job: DecodeJob) -> Scored | LidFreeRun:
+    model = load_trained(_WORKER["models_dir"] / job.model)
+    return _decode_job(job, _WORKER["cfg"], _WORKER["data"], model)
 
 
 _WATCHED: set[int] = set()
@@ -269,7 +308,7 @@ def _exit_with(parent: int, period: float = 2.0) -> None:
     import os
     import threading
 
-    if parent in _WATCHED:  # one watcher per worker process, however many jobs it runs
+    if parent in _WATCHED:  # one watcher per worker process, however many tasks it runs
         return
     _WATCHED.add(parent)
 
@@ -284,18 +323,30 @@ def _exit_with(parent: int, period: float = 2.0) -> None:
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _train_parallel(names: Sequence[str], cfg: ReproduceConfig, out: Path, corpus_dir: Path | None,
-                    jobs: int) -> None:
+def _in_parallel(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, jobs: int,
+                 training: Sequence[Sequence[str]], decoding: Mapping[str, DecodeJob]) -> dict[str, object]:
+    """Train the models of each group in ``training`` (a group may start only when the one
+    before has finished), then run every decoding; ``jobs`` processes at a time. Returns the
+    decoding results by key."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    log.info("training %d models, %d at a time: %s", len(names), jobs, ", ".join(names))
     ctx = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        futures = [pool.submit(_job_worker, n, cfg, out, corpus_dir, os.getpid()) for n in names]
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                             initargs=(cfg, out, corpus_dir, os.getpid())) as pool:
+        for names in training:
+            log.info("training %d models, %d at a time: %s", len(names), jobs, ", ".join(names))
+            futures = [pool.submit(_worker_train, n) for n in names]
+            for i, fut in enumerate(as_completed(futures), 1):
+                log.info("%s [%d/%d]", fut.result(), i, len(names))
+        log.info("decoding: %d runs, %d at a time", len(decoding), jobs)
+        futures = {pool.submit(_worker_decode, job): key for key, job in decoding.items()}
+        results = {}
         for i, fut in enumerate(as_completed(futures), 1):
-            log.info("trained %s [%d/%d]", fut.result(), i, len(names))
+            results[futures[fut]] = fut.result()
+            log.info("decoded %s [%d/%d]", futures[fut], i, len(decoding))
+    return results
 
 
 def _best_or_last(run_dir: Path) -> Path:
@@ -364,9 +415,13 @@ def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str
 
 @dataclass
 class LidFreeRun:
+    """LID-free decoding of a set of utterances: the LID pick's and the oracle's hypotheses,
+    the language picked and the true one per utterance id, T_avg, CPU and audio seconds."""
+
     lid: Scored
     oracle: Scored
     picked: dict[str, str]
+    truth: dict[str, str]
     t_avg: float
     cpu_seconds: float
     audio_seconds: float
@@ -385,8 +440,8 @@ def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: 
         t_avgs.append(r.t_avg)
         cpu += r.cpu_seconds
     audio = sum(u.num_frames for u in utts) / 100
-    return LidFreeRun(_score(utts, hyps, cpu), _score(utts, oracle),
-                      picked, sum(t_avgs) / max(len(t_avgs), 1), cpu, audio)
+    return LidFreeRun(_score(utts, hyps, cpu), _score(utts, oracle), picked,
+                      {u.id: u.language for u in utts}, sum(t_avgs) / max(len(t_avgs), 1), cpu, audio)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,9 +484,10 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
         config: Path | None = None, overrides: Sequence[str] = (), jobs: int = 1) -> Path:
     """Run every experiment of the paper at ``scale``; returns the run directory.
 
-    ``jobs`` > 1 trains that many models at a time, each in its own process with one thread
-    (on two cores two single-threaded LSTM trainings get more done than one on two threads).
-    The results do not depend on ``jobs``.
+    ``jobs`` > 1 trains (and then decodes with) that many models at a time, each in its own
+    process with one thread: on two cores two single-threaded LSTM trainings get more done than
+    one on two threads. Decoding results do not depend on ``jobs``; training may differ in the
+    last bits (one thread vs. several sum in different orders).
     """
     started = time.time()
     if jobs < 1:
@@ -448,33 +504,39 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
     langs, sizes = data.languages, data.vocab_sizes
     log.info("vocabularies (with blank): %s; training hours: %s", sizes,
              {k: round(v, 3) for k, v in data.train_hours.items()})
-    test = data.test
-    if cfg.test_utterances:
-        test = [u for lang in langs for u in [v for v in data.test if v.language == lang][: cfg.test_utterances]]
+    test = _test_set(cfg, data)
     models_dir = out / "models"
 
     variants = ("vanilla", "onehot", "multisoftmax", "multisoftmax_lsp", "multisoftmax_lid")
     # Every model is a job; a finished job's directory holds its final checkpoint, so running it
-    # again just loads it. With jobs > 1 the independent ones train in parallel processes first.
+    # again just loads it. Fine-tuning starts from the multilingual models, so it comes second.
     first = [f"mono_{lang}" for lang in langs] + list(variants)
     second = [f"ft_{base}_{lang}" for base in ("onehot", "ms") for lang in langs]
+    # Every decoding, the slowest first (LID-free runs every language's decoder).
+    decoding: dict[str, DecodeJob] = {"lid_free": DecodeJob("multisoftmax_lid", early_stop=(math.inf, math.inf))}
+    for i, (tau, s_th) in enumerate(cfg.early_stop_grid):
+        decoding[f"grid_{i}"] = DecodeJob("multisoftmax_lid", cfg.grid_language or None, (tau, s_th))
+    decoding.update({v: DecodeJob(v) for v in variants})
+    decoding.update({name: DecodeJob(name, name.rsplit("_", 1)[1]) for name in
+                     [f"mono_{lang}" for lang in langs] + second})
+
     if jobs > 1:
-        for names in (first, second):
-            _train_parallel(names, cfg, out, corpus_dir, jobs)
-    trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}
+        # Workers train and decode; this process then only loads the finished models.
+        decoded = _in_parallel(cfg, out, corpus_dir, jobs, [first, second], decoding)
+        trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}
+    else:
+        trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}
+        log.info("decoding %d test utterances", len(test))
+        decoded = {key: _decode_job(job, cfg, data, trained[job.model]) for key, job in decoding.items()}
+
     mono = {lang: trained[f"mono_{lang}"] for lang in langs}
     models = {v: trained[v] for v in variants}
-    finetuned = {"onehot": {lang: trained[f"ft_onehot_{lang}"] for lang in langs},
-                 "multisoftmax": {lang: trained[f"ft_ms_{lang}"] for lang in langs}}
-
-    log.info("decoding %d test utterances", len(test))
-    by_lang_test = {lang: [u for u in test if u.language == lang] for lang in langs}
-    s = cfg.search
-    mono_scored = _merge([decode_known(mono[lang], by_lang_test[lang], data.tokenizers, s) for lang in langs])
-    known = {v: decode_known(models[v], test, data.tokenizers, s) for v in variants}
-    ft_scored = {base: _merge([decode_known(finetuned[base][lang], by_lang_test[lang], data.tokenizers, s)
-                               for lang in langs]) for base in finetuned}
-    lid_free = decode_without_language(models["multisoftmax_lid"], test, data.tokenizers, s, EarlyStopConfig())
+    mono_scored = _merge([decoded[f"mono_{lang}"] for lang in langs])
+    known = {v: decoded[v] for v in variants}
+    ft_scored = {"onehot": _merge([decoded[f"ft_onehot_{lang}"] for lang in langs]),
+                 "multisoftmax": _merge([decoded[f"ft_ms_{lang}"] for lang in langs])}
+    lid_free = decoded["lid_free"]
+    grid = [decoded[f"grid_{i}"] for i in range(len(cfg.early_stop_grid))]
 
     table2_rows = [("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
                    ("Multilingual Onehot", known["onehot"]), ("Multi-softmax", known["multisoftmax"]),
@@ -494,7 +556,7 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
         _lid_table(models["vanilla"], known["vanilla"], lid_free, test, langs),
         _param_table(cfg.preset, sizes, {**{f"mono_{l}": m for l, m in mono.items()}, **models}),
     ]
-    grid_table, grid_fig = _early_stop_grid(cfg, models["multisoftmax_lid"], test, data, out)
+    grid_table, grid_fig = _early_stop_grid(cfg, grid, out)
     tables.append(grid_table)
     # Character error rates of Tables 2 and 4: at small scales they move before WER does.
     tables.append(_wer_table("table2_cer", "CER[%] of the Table 2 systems (character-weighted "
@@ -560,17 +622,14 @@ def _param_table(preset: str, sizes: Mapping[str, int], trained: Mapping[str, RN
                                             "Diff [%]": "{:+.2f}"})
 
 
-def _early_stop_grid(cfg: ReproduceConfig, model: RNNT, test: Sequence[Utterance], data: Data,
-                     out: Path) -> tuple[Table, Figure]:
-    utts = [u for u in test if not cfg.grid_language or u.language == cfg.grid_language]
-    if not utts:
-        raise DataError(f"no test utterances in grid language {cfg.grid_language!r}")
+def _early_stop_grid(cfg: ReproduceConfig, runs: Sequence[LidFreeRun], out: Path) -> tuple[Table, Figure]:
+    """Table 7 and the WER-vs-T_avg plot from the LID-free runs of ``cfg.early_stop_grid``."""
     rows, xs, ys = [], [], []
-    for tau, s_th in cfg.early_stop_grid:
-        r = decode_without_language(model, utts, data.tokenizers, cfg.search, EarlyStopConfig(tau=tau, s_th=s_th))
-        acc = lid_accuracy([u.language for u in utts], [r.picked[u.id] for u in utts]).accuracy
+    n = len(runs[0].picked)
+    for (tau, s_th), r in zip(cfg.early_stop_grid, runs):
+        acc = lid_accuracy([r.truth[u] for u in r.picked], list(r.picked.values())).accuracy
         w = 100 * r.lid.average
-        rows.append([_fmt_inf(tau), _fmt_inf(s_th), w, r.t_avg, 1000 * r.cpu_seconds / len(utts),
+        rows.append([_fmt_inf(tau), _fmt_inf(s_th), w, r.t_avg, 1000 * r.cpu_seconds / n,
                      r.cpu_seconds / r.audio_seconds, 100 * acc])
         xs.append(r.t_avg)
         ys.append(w)
@@ -581,7 +640,7 @@ def _early_stop_grid(cfg: ReproduceConfig, model: RNNT, test: Sequence[Utterance
               ylabel="WER [%]", title="WER vs. T_avg (Table 7 grid)")
     lang_name = PAPER_NAMES.get(cfg.grid_language, cfg.grid_language) if cfg.grid_language else "all"
     table = Table(name="table7", caption=f"Early stopping trade-off on the {lang_name} test set "
-                  f"({len(utts)} utterances; Table 7). tau in encoder frames (30 ms); decode time is "
+                  f"({n} utterances; Table 7). tau in encoder frames (30 ms); decode time is "
                   "process CPU time of encoder + LID head + all running decoders, measured.",
                   columns=["tau", "s_th", "WER", "T_avg", "CPU ms/utt", "RTF", "LID acc."],
                   rows=rows, formats={"WER": "{:.2f}", "T_avg": "{:.2f}", "CPU ms/utt": "{:.1f}",
