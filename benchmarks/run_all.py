@@ -21,6 +21,8 @@ BENCHMARKS: dict[str, list[str]] = {
     "rnnt_loss": [],
     "rnnt_decode": [],
     "corpus_speed": [],
+    # the slowest (about 10 minutes on 2 cores): two models trained side by side
+    "rnnt_convergence": [],
 }
 
 
