@@ -8,6 +8,9 @@ the same ``demo``-preset Hindi model both ways, from the same seed and batches, 
 of one thread each, and prints the dev CER (greedy search) every ``--eval-every`` updates.
 
     python benchmarks/rnnt_convergence.py [--steps 900] [--minutes 200] [--ctc-weight 0.5]
+
+Both runs resume from their checkpoints in ``--out`` when the script is run again with the
+same arguments.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import multiprocessing
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
@@ -28,6 +32,7 @@ from speechlab.asr.rnnt.reproduce import decode_known, load_scale, prepare_data
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.config import load_config
 from speechlab.train import Trainer, TrainConfig
+from speechlab.utils import exit_with_parent
 
 LANGUAGE = "hi"
 
@@ -41,6 +46,7 @@ def _data(args: argparse.Namespace):
 
 def _train(args: argparse.Namespace, ctc_weight: float) -> list[tuple[int, float, float]]:
     """(update, dev CER %, train RNN-T loss per utterance) every ``eval_every`` updates."""
+    exit_with_parent(args.parent)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     data = _data(args)
@@ -84,6 +90,7 @@ def main() -> int:
     parser.add_argument("--dev-utterances", type=int, default=60)
     parser.add_argument("--out", type=Path, default=Path("/tmp/speechlab-bench/rnnt_convergence"))
     args = parser.parse_args()
+    args.parent = os.getpid()
     start = time.time()
     data = _data(args)  # build the corpus and features once, before the two workers read them
     print(f"Hindi: {len(data.train)} training utterances ({60 * data.train_hours[LANGUAGE]:.0f} min, "

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import random
 import tempfile
+import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -62,8 +65,6 @@ def exclusive_dir(path: str | Path, what: str = "a run") -> Iterator[Path]:
     would interleave checkpoints; the second gets a clear error instead. The lock is an
     ``flock`` on ``path/.lock``, so the kernel drops it when its holder dies, however it dies.
     """
-    import fcntl
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     with open(path / ".lock", "a+") as f:
@@ -82,6 +83,31 @@ def exclusive_dir(path: str | Path, what: str = "a run") -> Iterator[Path]:
             yield path
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_WATCHED: set[int] = set()
+
+
+def exit_with_parent(parent: int, period: float = 2.0) -> None:
+    """Exit this process (status 1) within ``period`` seconds of process ``parent`` ending.
+
+    For pool workers: started from a forkserver, they are not the children of the process that
+    submits their tasks, and would otherwise outlive it when it is killed. Call it once per
+    worker (later calls for the same parent do nothing).
+    """
+    if parent in _WATCHED:
+        return
+    _WATCHED.add(parent)
+
+    def watch() -> None:
+        while True:
+            time.sleep(period)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def seed_everything(seed: int) -> None:

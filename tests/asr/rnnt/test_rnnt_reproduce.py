@@ -78,9 +78,9 @@ def test_reproduce_rejects_bad_jobs_and_unknown_scale(tmp_path):
 def _sleep_forever_watching(parent):
     import time
 
-    from speechlab.asr.rnnt.reproduce import _exit_with
+    from speechlab.utils import exit_with_parent
 
-    _exit_with(parent, period=0.05)
+    exit_with_parent(parent, period=0.05)
     time.sleep(60)
 
 

@@ -45,7 +45,7 @@ from speechlab.report.plots import line_plot
 from speechlab.report.results import collect_meta
 from speechlab.text.graphemes import GraphemeTokenizer, join_symbols
 from speechlab.train import Trainer, TrainConfig, load_model_weights
-from speechlab.utils import atomic_write_json, seed_everything
+from speechlab.utils import atomic_write_json, exit_with_parent, seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ _WORKER: dict[str, object] = {}
 def _init_worker(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, parent: int) -> None:
     """One thread, no progress bars, and an exit if the ``parent`` process dies (a killed
     reproduction): a restarted one must not find a model still being trained by an orphan."""
-    _exit_with(parent)
+    exit_with_parent(parent)
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     cfg = replace(cfg, train=replace(cfg.train, progress=False), finetune=replace(cfg.finetune, progress=False))
@@ -298,29 +298,6 @@ def _worker_train(name: str) -> str:
 def _worker_decode(job: DecodeJob) -> Scored | LidFreeRun:
     model = load_trained(_WORKER["models_dir"] / job.model)
     return _decode_job(job, _WORKER["cfg"], _WORKER["data"], model)
-
-
-_WATCHED: set[int] = set()
-
-
-def _exit_with(parent: int, period: float = 2.0) -> None:
-    """Exit this process (status 1) within ``period`` seconds of process ``parent`` ending."""
-    import os
-    import threading
-
-    if parent in _WATCHED:  # one watcher per worker process, however many tasks it runs
-        return
-    _WATCHED.add(parent)
-
-    def watch() -> None:
-        while True:
-            time.sleep(period)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def _in_parallel(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, jobs: int,
