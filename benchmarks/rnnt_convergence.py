@@ -10,12 +10,14 @@ of one thread each, and prints the dev CER (greedy search) every ``--eval-every`
     python benchmarks/rnnt_convergence.py [--steps 900] [--minutes 200] [--ctc-weight 0.5]
 
 Both runs resume from their checkpoints in ``--out`` when the script is run again with the
-same arguments.
+same arguments (rows measured before are kept in ``curve.json``). Rows measured before this
+file existed are not known to a resumed run: use a fresh ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing
 import os
@@ -32,7 +34,7 @@ from speechlab.asr.rnnt.reproduce import decode_known, load_scale, prepare_data
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.config import load_config
 from speechlab.train import Trainer, TrainConfig
-from speechlab.utils import exit_with_parent
+from speechlab.utils import atomic_write_json, exit_with_parent
 
 LANGUAGE = "hi"
 
@@ -60,8 +62,15 @@ def _train(args: argparse.Namespace, ctc_weight: float) -> list[tuple[int, float
     task = RNNTTask(model, data.train, dev, TaskConfig(max_frames=4000, ctc_weight=ctc_weight), seed=0)
     run_dir = args.out / f"ctc{ctc_weight:g}"
     search = SearchConfig(method="greedy", max_symbols_per_frame=3)
+    # Rows already measured (a resumed run) are read back: the model in memory after a resume
+    # is the last checkpoint's, not the one an earlier row was measured on.
+    curve = run_dir / "curve.json"
+    done = {r[0]: r for r in json.loads(curve.read_text())} if curve.exists() else {}
     rows = []
     for stop in range(args.eval_every, args.steps + 1, args.eval_every):
+        if stop in done:
+            rows.append(tuple(done[stop]))
+            continue
         # The trainer resumes from run_dir's last checkpoint, so this continues the same run.
         Trainer(model, task, replace(train_cfg, max_steps=stop), run_dir).fit()
         model.eval()
@@ -69,12 +78,11 @@ def _train(args: argparse.Namespace, ctc_weight: float) -> list[tuple[int, float
             scored = decode_known(model, dev, data.tokenizers, search)
         loss = _last_train_loss(run_dir / "log.jsonl")
         rows.append((stop, 100 * scored.chars[LANGUAGE].wer, loss))
+        atomic_write_json(curve, rows)
     return rows
 
 
 def _last_train_loss(path: Path) -> float:
-    import json
-
     lines = [json.loads(l) for l in path.read_text().splitlines() if l.strip()]
     train = [r for r in lines if r.get("kind") == "train"]
     return float(train[-1]["rnnt"]) if train else float("nan")
