@@ -13,6 +13,7 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
 from speechlab.train.sampler import (
     BucketBatches,
+    GroupedBatches,
     LanguageBatches,
     MapBatches,
     ResumableBatches,
@@ -201,3 +202,20 @@ def test_map_batches_keeps_the_state():
     m2 = MapBatches(BucketBatches(9, batch_size=2, seed=0), lambda b: [i * 10 for i in b])
     m2.load_state_dict(state)
     assert take(m2, 5) == take(m, 5)
+
+
+def test_grouped_batches_are_the_ungrouped_sequence_and_resume():
+    def source():
+        return LanguageBatches(LANGS, weights={"hi": 1.0, "ta": 1.0, "gu": 1.0}, batch_size=3, seed=4)
+    flat = take(source(), 12)
+    grouped = GroupedBatches(source(), 4)
+    assert isinstance(grouped, ResumableBatches)
+    first = take(grouped, 2)
+    assert [b for g in first for b in g] == flat[:8]
+    # a group mixes languages even though each batch is homogeneous
+    assert any(len({b.language for b in g}) > 1 for g in first)
+    resumed = GroupedBatches(source(), 4)
+    resumed.load_state_dict(grouped.state_dict())
+    assert next(resumed) == flat[8:12]
+    with pytest.raises(ConfigError, match="at least one batch"):
+        GroupedBatches(source(), 0)

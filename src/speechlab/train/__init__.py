@@ -22,6 +22,7 @@ from speechlab.train.checkpoint import (
 from speechlab.train.config import OptimConfig, ScheduleConfig, TrainConfig
 from speechlab.train.sampler import (
     BucketBatches,
+    GroupedBatches,
     LanguageBatch,
     LanguageBatches,
     MapBatches,
@@ -30,7 +31,7 @@ from speechlab.train.sampler import (
 from speechlab.train.trainer import Task, Trainer, TrainResult, build_optimizer
 
 __all__ = [
-    "BucketBatches", "LanguageBatch", "LanguageBatches", "MapBatches", "OptimConfig",
+    "BucketBatches", "GroupedBatches", "LanguageBatch", "LanguageBatches", "MapBatches", "OptimConfig",
     "ResumableBatches", "ScheduleConfig", "Task", "TrainConfig", "TrainResult", "Trainer",
     "build_optimizer", "export_safetensors", "latest_checkpoint", "load_checkpoint",
     "load_model_weights", "save_checkpoint",

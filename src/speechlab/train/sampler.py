@@ -13,6 +13,9 @@ exact batch an uninterrupted run would have drawn next.
   language keeps its own epoch counter.
 - :class:`MapBatches`: turns index batches into model inputs (a collate function) and keeps the
   wrapped sampler's state.
+- :class:`GroupedBatches`: ``k`` consecutive batches at a time, for a task that makes one
+  update from several batches (e.g. several language-homogeneous batches, each with its own
+  softmax, in one update).
 
 With ``world_size > 1`` every rank builds the same epoch plan (and, for languages, the same
 language sequence) and takes every ``world_size``-th batch starting at its rank, so the ranks see
@@ -327,6 +330,32 @@ class MapBatches(Generic[T, U]):
 
     def __next__(self) -> U:
         return self.fn(next(self.source))
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.source.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.source.load_state_dict(state)
+
+
+class GroupedBatches(Generic[T]):
+    """Lists of ``k`` consecutive batches of a resumable sampler; the state is the sampler's.
+
+    The state is saved between groups (the trainer checkpoints between updates), so a resumed
+    run continues with the group an uninterrupted run would have drawn next.
+    """
+
+    def __init__(self, source: ResumableBatches[T], k: int) -> None:
+        if k < 1:
+            raise ConfigError(f"a group needs at least one batch, got k={k}")
+        self.source = source
+        self.k = k
+
+    def __iter__(self) -> Iterator[list[T]]:
+        return self
+
+    def __next__(self) -> list[T]:
+        return [next(self.source) for _ in range(self.k)]
 
     def state_dict(self) -> dict[str, Any]:
         return self.source.state_dict()

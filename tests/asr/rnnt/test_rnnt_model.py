@@ -113,12 +113,16 @@ def test_lid_ce_gradient_reaches_only_encoder_and_lid_head():
         assert reached == name.startswith(("encoder.", "lid_head.")), name
 
 
-def test_lid_ce_loss_ignores_padding_and_matches_direct_mean():
+def test_lid_ce_loss_ignores_padding_and_matches_direct_sums():
     logits = torch.randn(2, 4, 3)
     lens = torch.tensor([4, 2])
     ids = torch.tensor([2, 0])
-    direct = torch.cat([-logits[0].log_softmax(-1)[:, 2], -logits[1, :2].log_softmax(-1)[:, 0]]).mean()
-    torch.testing.assert_close(lid_ce_loss(logits, lens, ids), direct)
+    frames = torch.cat([-logits[0].log_softmax(-1)[:, 2], -logits[1, :2].log_softmax(-1)[:, 0]])
+    torch.testing.assert_close(lid_ce_loss(logits, lens, ids), frames.mean())
+    # per utterance: each utterance's frames summed, averaged over the batch (like the RNN-T NLL)
+    torch.testing.assert_close(lid_ce_loss(logits, lens, ids, "utterance"), frames.sum() / 2)
+    with pytest.raises(ValueError, match="reduction"):
+        lid_ce_loss(logits, lens, ids, "batch")
 
 
 @pytest.mark.parametrize("variant", ["multisoftmax", "multisoftmax_lsp", "multisoftmax_lid"])

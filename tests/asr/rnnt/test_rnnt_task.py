@@ -9,8 +9,9 @@ from lhotse import CutSet
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.reproduce import monolingual_key_map
 from speechlab.asr.rnnt.task import (RNNTTask, TaskConfig, Utterance, collate, ctc_loss,
-                                     load_utterances)
+                                     lid_utterance_accuracy, load_utterances)
 from speechlab.audio.features import compute_features
+from speechlab.errors import ConfigError
 from speechlab.testing.audio import tone_cut
 from speechlab.text.graphemes import GraphemeTokenizer
 from speechlab.train import load_model_weights, save_checkpoint
@@ -84,6 +85,56 @@ def test_loss_is_finite_and_lid_variant_adds_ce():
         assert ("lid_ce" in stats) == (variant == "multisoftmax_lid")
         loss.backward()
         assert "loss" in task.validate(model.eval())
+
+
+def test_a_group_of_batches_is_one_update_averaged_over_its_utterances():
+    sizes = {"en": 7, "hi": 5}
+    utts = _utts(sizes, n=40)
+    model = build("multisoftmax_lid", sizes, "ci")
+    cfg = TaskConfig(max_frames=120, batches_per_update=3, spec_augment=False)
+    task = RNNTTask(model, utts, [], cfg)
+    group = next(task.batches())
+    assert len(group.batches) == 3 and group.ids == [i for b in group.batches for i in b.ids]
+    for b in group.batches:  # each batch keeps one language
+        assert {task.train[int(i[1:])].language for i in b.ids} == {b.language}
+    torch.manual_seed(0)
+    loss, stats, weight = task.loss(model, group)
+    assert weight == len(group.ids)
+    # the same as the utterance-weighted mean of the batches' own losses
+    single = RNNTTask(model, utts, [], TaskConfig(max_frames=120, spec_augment=False))
+    parts = [(single.loss(model, b), len(b.ids)) for b in group.batches]
+    expected = sum(l * n for (l, _, _), n in parts) / weight
+    torch.testing.assert_close(loss, expected)
+    assert stats["lid_ce"] == pytest.approx(sum(s["lid_ce"] * n for (_, s, _), n in parts) / weight)
+    with pytest.raises(ConfigError, match="batches_per_update"):
+        TaskConfig(batches_per_update=0)
+
+
+def test_validate_reports_each_language_and_lid_accuracy():
+    sizes = {"en": 7, "hi": 5}
+    utts = _utts(sizes, n=10)  # 5 en, 5 hi
+    model = build("multisoftmax_lid", sizes, "ci").eval()
+    task = RNNTTask(model, utts, utts, TaskConfig(max_frames=200, valid_utterances=3))
+    with torch.no_grad():
+        m = task.validate(model)
+    assert set(m) == {"loss", "loss_en", "loss_hi", "lid_acc"}
+    # three utterances of each language: the overall loss is the plain mean of the two
+    assert m["loss"] == pytest.approx((m["loss_en"] + m["loss_hi"]) / 2)
+    assert 0.0 <= m["lid_acc"] <= 1.0
+    mono = build("mono", {"en": 7}, "ci").eval()
+    with torch.no_grad():
+        assert set(RNNTTask(mono, utts, utts, TaskConfig()).validate(mono)) == {"loss"}
+
+
+def test_lid_utterance_accuracy_averages_posteriors_over_real_frames():
+    logits = torch.zeros(3, 4, 2)
+    logits[0, :, 1] = 5.0              # utterance 0: language 1 on every frame
+    logits[1, :2, 0] = 5.0             # utterance 1: language 0 on its 2 real frames...
+    logits[1, 2:, 1] = 50.0            # ...and language 1 on padding, which must not count
+    logits[2, 0, 0], logits[2, 1:3, 1] = 9.0, 1.0  # utterance 2: one confident frame for 0
+    lens = torch.tensor([4, 2, 3])
+    assert lid_utterance_accuracy(logits, lens, torch.tensor([1, 0, 0])) == pytest.approx(1.0)
+    assert lid_utterance_accuracy(logits, lens, torch.tensor([0, 0, 1])) == pytest.approx(1 / 3)
 
 
 def test_auxiliary_ctc_trains_encoder_and_own_head_only():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -184,18 +185,30 @@ class RNNT(nn.Module):
         return targets.long().masked_fill(~mask, self.blank)
 
 
-def lid_ce_loss(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor) -> Tensor:
-    """Frame-level LID cross-entropy (Section 4.2), averaged over real frames.
+def lid_ce_loss(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor,
+                reduction: Literal["utterance", "frame"] = "frame") -> Tensor:
+    """Frame-level LID cross-entropy (Section 4.2), padding frames left out.
 
     lid_logits (B,T,L), enc_lens (B,), language_ids (B,): every frame of row b is labelled with
     its utterance's language. Added to the RNN-T loss, it trains the encoder and the LID head
     only (nothing else is upstream of ``lid_logits``).
+
+    ``reduction="frame"`` averages over all real frames (the usual frame-level CE). It is about
+    T times smaller (T = encoder frames per utterance) than the per-utterance RNN-T loss it is
+    added to; ``"utterance"`` sums each utterance's frames and averages over the batch, a
+    per-sequence negative log-likelihood on the RNN-T loss's scale, which pulls the shared
+    encoder that much harder towards separating languages.
     """
     B, T, L = lid_logits.shape
     mask = torch.arange(T, device=lid_logits.device)[None, :] < enc_lens[:, None].to(lid_logits.device)
     labels = language_ids.to(lid_logits.device)[:, None].expand(B, T)
     ce = F.cross_entropy(lid_logits.reshape(B * T, L), labels.reshape(B * T), reduction="none")
-    return (ce * mask.reshape(-1)).sum() / mask.sum().clamp(min=1)
+    total = (ce * mask.reshape(-1)).sum()
+    if reduction == "utterance":
+        return total / B
+    if reduction == "frame":
+        return total / mask.sum().clamp(min=1)
+    raise ValueError(f"unknown LID loss reduction {reduction!r}: 'utterance' or 'frame'")
 
 
 def build_from_config(cfg: RNNTConfig) -> RNNT:

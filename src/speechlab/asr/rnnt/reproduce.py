@@ -301,29 +301,63 @@ def _worker_decode(job: DecodeJob) -> Scored | LidFreeRun:
 
 
 def _in_parallel(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, jobs: int,
-                 training: Sequence[Sequence[str]], decoding: Mapping[str, DecodeJob]) -> dict[str, object]:
-    """Train the models of each group in ``training`` (a group may start only when the one
-    before has finished), then run every decoding; ``jobs`` processes at a time. Returns the
-    decoding results by key."""
+                 training: Sequence[str], decoding: Mapping[str, DecodeJob],
+                 needs: Callable[[str], str | None]) -> dict[str, object]:
+    """Train the models in ``training`` and run every decoding, ``jobs`` processes at a time.
+
+    A job starts as soon as what it needs is trained (``needs(name)``: the model a training
+    job starts from, or None; a decoding needs its model), the first ready one in the order
+    given (training in ``training`` order, then decoding), so fine-tuning and decoding fill
+    workers while the longest trainings still run. Returns the decoding results by key.
+    """
     import multiprocessing
     import os
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    pending: list[tuple[str, str]] = [("train", n) for n in training] + [("decode", k) for k in decoding]
+    trained: set[str] = set()
+    running: dict[Future, tuple[str, str]] = {}
+    results: dict[str, object] = {}
+
+    def ready(kind: str, key: str) -> bool:
+        dep = needs(key) if kind == "train" else decoding[key].model
+        return dep is None or dep in trained
 
     ctx = multiprocessing.get_context("forkserver")
+    log.info("training %d models and running %d decodings, %d at a time", len(training),
+             len(decoding), jobs)
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                              initargs=(cfg, out, corpus_dir, os.getpid())) as pool:
-        for names in training:
-            log.info("training %d models, %d at a time: %s", len(names), jobs, ", ".join(names))
-            futures = [pool.submit(_worker_train, n) for n in names]
-            for i, fut in enumerate(as_completed(futures), 1):
-                log.info("%s [%d/%d]", fut.result(), i, len(names))
-        log.info("decoding: %d runs, %d at a time", len(decoding), jobs)
-        futures = {pool.submit(_worker_decode, job): key for key, job in decoding.items()}
-        results = {}
-        for i, fut in enumerate(as_completed(futures), 1):
-            results[futures[fut]] = fut.result()
-            log.info("decoded %s [%d/%d]", futures[fut], i, len(decoding))
+        while pending or running:
+            while len(running) < jobs:
+                job = next((p for p in pending if ready(*p)), None)
+                if job is None:
+                    break
+                pending.remove(job)
+                kind, key = job
+                running[pool.submit(_worker_train, key) if kind == "train"
+                        else pool.submit(_worker_decode, decoding[key])] = job
+            if not running:
+                raise ConfigError(f"jobs wait for models that are never trained: {pending}")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                kind, key = running.pop(fut)
+                result = fut.result()
+                if kind == "train":
+                    trained.add(key)
+                    log.info("%s [%d/%d trained]", result, len(trained), len(training))
+                else:
+                    results[key] = result
+                    log.info("decoded %s [%d/%d]", key, len(results), len(decoding))
     return results
+
+
+def _seed_of(name: str) -> str | None:
+    """The model a training job starts from (Table 3's fine-tuning), None if from scratch."""
+    if name.startswith("ft_"):
+        base = name.removeprefix("ft_").rsplit("_", 1)[0]
+        return {"ms": "multisoftmax"}.get(base, base)
+    return None
 
 
 def _best_or_last(run_dir: Path) -> Path:
@@ -489,6 +523,10 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
     # again just loads it. Fine-tuning starts from the multilingual models, so it comes second.
     first = [f"mono_{lang}" for lang in langs] + list(variants)
     second = [f"ft_{base}_{lang}" for base in ("onehot", "ms") for lang in langs]
+    # In parallel: the longest first (pooled vocabularies cost most per update), fine-tuning
+    # as soon as its seed is trained.
+    by_cost = ["vanilla", "onehot", "multisoftmax_lsp", "multisoftmax_lid", "multisoftmax"]
+    order = by_cost + [n for n in first if n not in by_cost] + second
     # Every decoding, the slowest first (LID-free runs every language's decoder).
     decoding: dict[str, DecodeJob] = {"lid_free": DecodeJob("multisoftmax_lid", early_stop=(math.inf, math.inf))}
     for i, (tau, s_th) in enumerate(cfg.early_stop_grid):
@@ -499,7 +537,7 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
 
     if jobs > 1:
         # Workers train and decode; this process then only loads the finished models.
-        decoded = _in_parallel(cfg, out, corpus_dir, jobs, [first, second], decoding)
+        decoded = _in_parallel(cfg, out, corpus_dir, jobs, order, decoding, _seed_of)
         trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}
     else:
         trained = {name: _train_job(name, cfg, data, models_dir) for name in first + second}

@@ -29,10 +29,10 @@ from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
 from speechlab.asr.rnnt.model import RNNT, UnionMap, lid_ce_loss
 from speechlab.audio.features import load_features
 from speechlab.audio.transforms import GlobalCMVN, SpecAugment, SpecAugmentConfig
-from speechlab.errors import DataError
+from speechlab.errors import ConfigError, DataError
 from speechlab.text.graphemes import GraphemeTokenizer
 from speechlab.text.normalize import normalize_text
-from speechlab.train.sampler import LanguageBatch, LanguageBatches, MapBatches
+from speechlab.train.sampler import GroupedBatches, LanguageBatch, LanguageBatches, MapBatches
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,23 @@ class TaskConfig:
     """Batching and loss options of RNN-T training.
 
     ``max_frames`` bounds the padded 10 ms frames in a batch; ``lid_weight`` scales the LID
-    cross-entropy (the paper simply adds it: 1.0); ``loss`` picks the full-logits loss or the
-    fused one that never holds all (B,T,U+1,V) logits (for large vocabularies).
+    cross-entropy (the paper simply adds it: 1.0) and ``lid_reduction`` says whether it is a
+    per-utterance sum over frames, like the RNN-T loss, or a mean over frames (see
+    :func:`lid_ce_loss`); ``loss`` picks the full-logits loss or the fused one that never holds
+    all (B,T,U+1,V) logits (for large vocabularies).
+
+    ``batches_per_update`` language-homogeneous batches (each language drawn independently,
+    ``max_frames`` each) make one update, their losses averaged per utterance. With 1 (the
+    paper's description) every update sees one language, and the LID head only learns to
+    follow the language of the last few batches: its posteriors stay at the training priors
+    (docs/multisoftmax.md). Several per update is what data-parallel training on several
+    devices, each with its own homogeneous batch, does.
     """
 
     max_frames: int = 6000
     lid_weight: float = 1.0
+    lid_reduction: Literal["utterance", "frame"] = "frame"
+    batches_per_update: int = 1
     loss: Literal["full", "fused"] = "full"
     spec_augment: bool = True
     valid_utterances: int = 200
@@ -132,6 +143,10 @@ class TaskConfig:
     # alone (0.0); on a few CPU-hours of synthetic data the CTC term makes the encoder learn
     # the audio-to-grapheme mapping in far fewer updates (see docs/multisoftmax.md).
     ctc_weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.batches_per_update < 1:
+            raise ConfigError(f"task.batches_per_update must be >= 1, got {self.batches_per_update}")
 
 
 @dataclass(frozen=True)
@@ -144,6 +159,17 @@ class Batch:
     x_lens: Tensor
     targets: Tensor
     target_lens: Tensor
+
+
+@dataclass(frozen=True)
+class BatchGroup:
+    """Several language-homogeneous batches that make one update together."""
+
+    batches: list[Batch]
+
+    @property
+    def ids(self) -> list[str]:
+        return [i for b in self.batches for i in b.ids]
 
 
 def collate(utts: Sequence[Utterance], language: str, union: UnionMap | None) -> Batch:
@@ -187,6 +213,14 @@ def ctc_loss(logits: Tensor, logit_lens: Tensor, targets: Tensor, target_lens: T
     return nll.mean()
 
 
+def lid_utterance_accuracy(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor) -> float:
+    """Fraction of utterances whose frame-averaged LID posteriors pick the true language."""
+    B, T, _ = lid_logits.shape
+    mask = (torch.arange(T, device=lid_logits.device)[None, :] < enc_lens[:, None].to(lid_logits.device)).to(lid_logits.dtype)
+    posteriors = (lid_logits.detach().softmax(-1) * mask[..., None]).sum(1)
+    return float((posteriors.argmax(-1) == language_ids.to(posteriors.device)).float().mean())
+
+
 LOSSES = {"full": _loss_full, "fused": _loss_fused}
 
 
@@ -213,10 +247,15 @@ class RNNTTask:
                                   durations=[u.num_frames for u in self.train],
                                   max_frames=self.cfg.max_frames, seed=self.seed, rank=self.rank,
                                   world_size=self.world_size)
-        return MapBatches(sampler, self._collate)
+        if self.cfg.batches_per_update == 1:
+            return MapBatches(sampler, self._collate)
+        return MapBatches(GroupedBatches(sampler, self.cfg.batches_per_update), self._collate_group)
 
     def _collate(self, b: LanguageBatch) -> Batch:
         return collate([self.train[i] for i in b.indices], b.language, self.union)
+
+    def _collate_group(self, group: list[LanguageBatch]) -> BatchGroup:
+        return BatchGroup([self._collate(b) for b in group])
 
     def _forward(self, model: nn.Module, batch: Batch, train: bool) -> tuple[Tensor, dict[str, float]]:
         x = batch.x
@@ -232,27 +271,55 @@ class RNNTTask:
             stats["ctc"] = float(ctc.detach())
             loss = loss + self.cfg.ctc_weight * ctc
         if self.has_lid:
-            ce = lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"])
+            ce = lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"],
+                             self.cfg.lid_reduction)
             stats["lid_ce"] = float(ce.detach())
+            stats["lid_acc"] = lid_utterance_accuracy(out["lid_logits"], out["enc_lens"], out["language_ids"])
             loss = loss + self.cfg.lid_weight * ce
         return loss, stats
 
-    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, dict[str, float], float]:
-        loss, stats = self._forward(model, batch, train=True)
-        return loss, stats, float(len(batch.ids))
+    def loss(self, model: nn.Module, batch: Batch | BatchGroup) -> tuple[Tensor, dict[str, float], float]:
+        """The mean over the utterances of one batch, or of every batch of a group."""
+        group = batch.batches if isinstance(batch, BatchGroup) else [batch]
+        n = sum(len(b.ids) for b in group)
+        total: Tensor | float = 0.0
+        stats: dict[str, float] = {}
+        for b in group:
+            share = len(b.ids) / n
+            loss, own = self._forward(model, b, train=True)
+            total = total + share * loss
+            for k, v in own.items():
+                stats[k] = stats.get(k, 0.0) + share * v
+        return total, stats, float(n)
 
     def validate(self, model: nn.Module) -> dict[str, float]:
-        """Dev RNN-T loss per utterance over (at most ``valid_utterances`` of) each language."""
+        """Dev RNN-T loss per utterance over (at most ``valid_utterances`` of) each language, in
+        all (``loss``, the metric the trainer tracks) and per language (``loss_<lang>``); for a
+        model with a LID head also its utterance-level accuracy (frame-averaged posteriors, as
+        LID-free decoding picks), averaged over languages (``lid_acc``)."""
         by_lang: dict[str, list[Utterance]] = {}
         for u in self.dev:
             by_lang.setdefault(u.language, []).append(u)
         total, n = 0.0, 0
+        lid_acc: list[float] = []
+        per_language: dict[str, float] = {}
         for lang, utts in sorted(by_lang.items()):
             utts = utts[: self.cfg.valid_utterances]
+            right, lang_total = 0.0, 0.0
             for i in range(0, len(utts), 16):
                 chunk = utts[i : i + 16]
                 batch = collate(chunk, lang, self.union)
                 loss, stats = self._forward(model, batch, train=False)
-                total += stats["rnnt"] * len(chunk)
-                n += len(chunk)
-        return {"loss": total / n if n else math.nan}
+                lang_total += stats["rnnt"] * len(chunk)
+                right += stats.get("lid_acc", 0.0) * len(chunk)
+            total += lang_total
+            n += len(utts)
+            per_language[f"loss_{lang}"] = lang_total / len(utts)
+            if self.has_lid:
+                lid_acc.append(right / len(utts))
+        result = {"loss": total / n if n else math.nan}
+        if len(per_language) > 1:
+            result.update(per_language)
+        if lid_acc:
+            result["lid_acc"] = sum(lid_acc) / len(lid_acc)
+        return result
