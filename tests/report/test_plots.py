@@ -7,7 +7,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from speechlab.report.plots import bar_plot, heatmap, line_plot
+from speechlab.report.plots import bar_plot, heatmap, line_plot, panel_plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -63,3 +63,15 @@ def test_heatmap_orientation(tmp_path, origin):
     bright, dark = _bright_and_dark_rows(p)
     # Row 0 holds the ones: at the top of the image for "upper", at the bottom for "lower".
     assert (bright < dark) == (origin == "upper")
+
+
+def test_panel_plot_draws_one_panel_each_and_checks_lengths(tmp_path):
+    panels = {lang: ({"mono": [1, 2], "ms": [1, 2, 3]}, {"mono": [3.0, 2.0], "ms": [4.0, 3.0, 2.5]})
+              for lang in ("En-IN", "Hi-IN", "Ta-IN")}
+    p = panel_plot(panels, path=tmp_path / "panels.png", xlabel="update", ylabel="loss")
+    w, h = _png_size(p)
+    assert w > h > 300  # two columns, two rows (the fourth panel left empty)
+    with pytest.raises(ValueError, match="3 values for 2"):
+        panel_plot({"x": ({"a": [1, 2]}, {"a": [1, 2, 3]})}, path=tmp_path / "bad.png")
+    with pytest.raises(ValueError, match="at least one panel"):
+        panel_plot({}, path=tmp_path / "none.png")

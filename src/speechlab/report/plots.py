@@ -71,6 +71,46 @@ def line_plot(xs: Sequence[float] | Mapping[str, Sequence[float]],
     return _save(fig, path)
 
 
+def panel_plot(panels: Mapping[str, tuple[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]]],
+               *, path: str | Path, xlabel: str = "", ylabel: str = "", title: str = "",
+               columns: int = 2) -> Path:
+    """Small multiples: one line plot per panel (e.g. dev loss against updates, one panel per
+    language), a series keeping its colour in every panel and one legend for all.
+
+    ``panels`` maps a panel title to ``(xs, series)``, each a mapping from series name to
+    values.
+    """
+    if not panels:
+        raise ValueError("panel_plot needs at least one panel")
+    names = list(dict.fromkeys(n for _, series in panels.values() for n in series))
+    colours = {n: f"C{i % 10}" for i, n in enumerate(names)}
+    rows = -(-len(panels) // columns)
+    cols = min(columns, len(panels))
+    fig = _new_figure((4.2 * cols, 3.0 * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    for ax, (panel, (xs, series)) in zip(axes.flat, panels.items()):
+        for name, ys in series.items():
+            if len(xs[name]) != len(ys):
+                raise ValueError(f"panel {panel!r}: series {name!r} has {len(ys)} values for "
+                                 f"{len(xs[name])} x positions")
+            ax.plot(list(xs[name]), list(ys), marker="o", markersize=3, color=colours[name], label=name)
+        ax.grid(True, alpha=0.3)
+        _label(ax, xlabel, ylabel, panel)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    handles = [ax.get_lines() for ax in axes.flat]
+    seen: dict[str, Any] = {}
+    for lines in handles:
+        for line in lines:
+            seen.setdefault(line.get_label(), line)
+    fig.legend(list(seen.values()), list(seen), loc="lower center", ncol=min(len(seen), 4),
+               bbox_to_anchor=(0.5, -0.02 * rows), frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return _save(fig, path)
+
+
 def bar_plot(categories: Sequence[str], series: Mapping[str, Sequence[float]], *,
              path: str | Path, xlabel: str = "", ylabel: str = "", title: str = "",
              value_labels: bool = False) -> Path:

@@ -18,7 +18,8 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
     names = [t.name for t in res.tables]
-    assert names == ["table2", "table3", "table4", "table5", "table6", "table7", "table2_cer", "table4_cer"]
+    assert names == ["table2", "table3", "table4", "table5", "table6", "table7", "table2_cer",
+                     "table4_cer", "training"]
     t2 = res.table("table2")
     assert [r[0] for r in t2.rows] == ["Monolingual", "Multilingual Vanilla", "Multilingual Onehot",
                                       "Multi-softmax", "Multi-softmax LSP"]
@@ -33,7 +34,11 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     t7 = res.table("table7").rows
     assert t7[0][:2] == ["inf", "inf"] and t7[0][3] == pytest.approx(4.0)
     assert all(0 < r[3] <= 4.0 for r in t7)
-    assert (out / res.figures[0].path).stat().st_size > 0
+    assert [f.path for f in res.figures] == ["wer_vs_tavg.png", "dev_loss.png", "lid_accuracy.png"]
+    assert all((out / f.path).stat().st_size > 0 for f in res.figures)
+    # Every model's training is summarised from its log (17 models, each validated).
+    training = {r[0]: r for r in res.table("training").rows}
+    assert len(training) == 17 and training["multisoftmax"][1] > 0
     # Hypotheses of every system are written next to the reference.
     hyps = out / "hyps"
     assert (hyps / "ref.txt").read_text().count("\n") == 4

@@ -41,7 +41,7 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.metrics import ErrorRate, cer, wer, werr, word_weighted_average
 from speechlab.metrics.lid import lid_accuracy, script_of
 from speechlab.report import Figure, Results, Table
-from speechlab.report.plots import line_plot
+from speechlab.report.plots import line_plot, panel_plot
 from speechlab.report.results import collect_meta
 from speechlab.text.graphemes import GraphemeTokenizer, join_symbols
 from speechlab.train import Trainer, TrainConfig, load_model_weights
@@ -581,9 +581,11 @@ def run(scale: str = "demo", out_dir: Path | str = "exp/multisoftmax", corpus_di
     _write_hyps(out / "hyps", test, {"mono": mono_scored, **known, "ft_onehot": ft_scored["onehot"],
                                      "ft_multisoftmax": ft_scored["multisoftmax"],
                                      "ms_lid": lid_free.lid, "ms_lid_oracle": lid_free.oracle})
+    curves_table, curves = training_curves(models_dir, first + second, out, langs)
+    tables.append(curves_table)
     notes = _notes(cfg, scale, data, test)
     results = Results(title=f"Multi-softmax RNN-T reproduction ({scale} scale)", tables=tables,
-                      figures=[grid_fig], notes=notes, meta=collect_meta(started=started))
+                      figures=[grid_fig, *curves], notes=notes, meta=collect_meta(started=started))
     results.save(out)
     log.info("multisoftmax reproduction written to %s in %.1f min", out, (time.time() - started) / 60)
     return out
@@ -661,6 +663,62 @@ def _early_stop_grid(cfg: ReproduceConfig, runs: Sequence[LidFreeRun], out: Path
                   rows=rows, formats={"WER": "{:.2f}", "T_avg": "{:.2f}", "CPU ms/utt": "{:.1f}",
                                       "RTF": "{:.3f}", "LID acc.": "{:.1f}"})
     return table, Figure(path=fig_path, caption="WER against T_avg over the tau / s_th grid.")
+
+
+def training_curves(models_dir: Path, names: Sequence[str], out: Path,
+                    languages: Sequence[str]) -> tuple[Table, list[Figure]]:
+    """From each model's ``log.jsonl``: a table of updates, best dev loss and training time; a
+    plot with one panel per language of that language's dev loss against updates, the
+    monolingual model next to every multilingual one (which spend only part of their updates
+    on it); and, for a model with a LID head, its dev LID accuracy against updates."""
+    from speechlab.train.log import read_log
+
+    rows = []
+    panels: dict[str, tuple[dict[str, list[float]], dict[str, list[float]]]] = {
+        PAPER_NAMES.get(lang, lang): ({}, {}) for lang in languages}
+    lid_x: dict[str, list[float]] = {}
+    lid_y: dict[str, list[float]] = {}
+    for name in names:
+        records = read_log(models_dir / name / "log.jsonl")
+        valid = [r for r in records if r.get("kind") == "valid"]
+        train = [r for r in records if r.get("kind") == "train"]
+        if not valid:
+            continue
+        best = min(valid, key=lambda r: r["loss"])
+        rows.append([name, int(train[-1]["step"]) if train else int(valid[-1]["step"]),
+                     best["loss"], int(best["step"]),
+                     (train[-1]["time"] / 60) if train and "time" in train[-1] else None])
+        if not name.startswith("ft_"):
+            for lang in languages:
+                key = "loss" if name == f"mono_{lang}" else f"loss_{lang}"
+                points = [(r["step"], r[key]) for r in valid if key in r]
+                if points and (name == f"mono_{lang}" or not name.startswith("mono_")):
+                    xs, ys = panels[PAPER_NAMES.get(lang, lang)]
+                    label = "mono" if name.startswith("mono_") else name
+                    xs[label], ys[label] = [p[0] for p in points], [p[1] for p in points]
+        if any("lid_acc" in r for r in valid):
+            lid_x[name] = [r["step"] for r in valid if "lid_acc" in r]
+            lid_y[name] = [100 * r["lid_acc"] for r in valid if "lid_acc" in r]
+    table = Table(name="training", caption="Training: updates made, best dev RNN-T loss per "
+                  "utterance (over the dev languages the model has) and the update it was "
+                  "reached at (the weights decoded), and wall-clock minutes of training (one "
+                  "thread per model, models trained side by side; validation included).",
+                  columns=["Model", "Updates", "Best dev loss", "at update", "Train min"],
+                  rows=rows, formats={"Best dev loss": "{:.1f}", "Train min": "{:.1f}"})
+    figures = []
+    panels = {k: v for k, v in panels.items() if v[1]}
+    if panels:
+        panel_plot(panels, path=out / "dev_loss.png", xlabel="update",
+                   ylabel="dev RNN-T loss / utt.", title="Dev loss per language during training")
+        figures.append(Figure(path="dev_loss.png", caption="Dev RNN-T loss per utterance of each "
+                              "language against updates: the monolingual model and each "
+                              "multilingual one (whose updates are shared by four languages)."))
+    if lid_y:
+        line_plot(lid_x, lid_y, path=out / "lid_accuracy.png", xlabel="update",
+                  ylabel="dev LID accuracy [%]", title="LID head during training")
+        figures.append(Figure(path="lid_accuracy.png", caption="Utterance-level dev accuracy of "
+                              "the LID head (frame-averaged posteriors), mean over languages."))
+    return table, figures
 
 
 def _fmt_inf(x: float) -> str:
