@@ -80,6 +80,21 @@ def test_reproduce_rejects_bad_jobs_and_unknown_scale(tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+def test_a_failing_job_stops_a_parallel_run_with_its_error(tmp_path):
+    from speechlab.asr.rnnt.reproduce import run
+    from speechlab.errors import SpeechlabError
+
+    out = tmp_path / "run"
+    bad = out / "models" / "vanilla" / "ckpt-00000001.pt"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(SpeechlabError, match="ckpt-00000001.pt is corrupt"):
+        run("ci", out, jobs=2)
+    # vanilla is the first job: the run stopped there instead of training the rest
+    assert not (out / "models" / "mono_gu").exists()
+    assert not (out / "results.json").exists()
+
+
 def _sleep_forever_watching(parent):
     import time
 

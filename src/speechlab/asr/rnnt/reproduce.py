@@ -342,7 +342,15 @@ def _in_parallel(cfg: ReproduceConfig, out: Path, corpus_dir: Path | None, jobs:
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 kind, key = running.pop(fut)
-                result = fut.result()
+                try:
+                    result = fut.result()
+                except BaseException as e:
+                    # Say so at once and stop the other jobs instead of waiting for them.
+                    log.error("%s %s failed: %s", kind, key, e)
+                    for proc in list(getattr(pool, "_processes", {}).values()):
+                        proc.terminate()
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
                 if kind == "train":
                     trained.add(key)
                     log.info("%s [%d/%d trained]", result, len(trained), len(training))
