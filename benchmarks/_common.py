@@ -141,9 +141,16 @@ def _child(conn, setup, args, repeats: int, threads: int) -> None:
 
 
 def _run_child(setup, args, repeats: int, threads: int, env: dict[str, str]):
+    return call_in_child(_child, (setup, args, repeats, threads), env)
+
+
+def call_in_child(target, args: tuple, env: dict[str, str] | None = None):
+    """Run ``target(conn, *args)`` in a fresh spawned interpreter (with ``env`` set) and
+    return what it sends as ``("ok", payload)``; its traceback if it sends ``("error", tb)``."""
+    env = env or {}
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(child, setup, args, repeats, threads))
+    proc = ctx.Process(target=target, args=(child, *args))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # a spawned child starts a new interpreter with this environment
     try:

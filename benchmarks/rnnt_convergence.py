@@ -30,8 +30,9 @@ import torch
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.config import SearchConfig
-from speechlab.asr.rnnt.reproduce import decode_known, load_scale, prepare_data
+from speechlab.asr.rnnt.reproduce import ReproduceConfig, decode_known, prepare_data
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
+from speechlab.experiment.recipes import load_recipe
 from speechlab.config import load_config
 from speechlab.train import Trainer, TrainConfig
 from speechlab.utils import atomic_write_json, exit_with_parent
@@ -40,7 +41,7 @@ LANGUAGE = "hi"
 
 
 def _data(args: argparse.Namespace):
-    cfg = load_scale("demo")
+    cfg = load_recipe(ReproduceConfig, "multisoftmax", "demo")
     cfg = replace(cfg, languages=(LANGUAGE,), corpus=replace(cfg.corpus, minutes={LANGUAGE: args.minutes}),
                   max_train_seconds=5.0)
     return prepare_data(cfg, args.out / "data", None)

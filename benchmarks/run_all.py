@@ -19,8 +19,12 @@ HERE = Path(__file__).resolve().parent
 # name -> extra arguments; run in this order (the quick ones first).
 BENCHMARKS: dict[str, list[str]] = {
     "rnnt_loss": [],
+    "graph_loss": [],
     "rnnt_decode": [],
     "corpus_speed": [],
+    # about 2 minutes (plus ~45 s to build the two decoding graphs the first time)
+    "ctc_viterbi": [],
+    "ctc_lattice": [],
     # the slowest (about 10 minutes on 2 cores): two models trained side by side
     "rnnt_convergence": [],
 }

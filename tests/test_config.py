@@ -53,3 +53,104 @@ def test_cli_options_from_dataclass():
     args = parser.parse_args(["--optim.lr", "0.2", "--steps", "7", "--set", "name=y"])
     cfg = config_from_args(Cfg, args)
     assert cfg == Cfg(steps=7, name="y", optim=Optim(lr=0.2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric ranges: declared on the field, checked where the config is loaded.
+
+from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, ModelDims, RNNTConfig, SearchConfig  # noqa: E402
+from speechlab.asr.ctc.reproduce import TopologiesConfig  # noqa: E402
+from speechlab.asr.rnnt.reproduce import ReproduceConfig  # noqa: E402
+from speechlab.asr.rnnt.task import TaskConfig  # noqa: E402
+from speechlab.audio.features import FbankConfig  # noqa: E402
+from speechlab.audio.transforms import SpecAugmentConfig  # noqa: E402
+from speechlab.config import RANGE, ranged, check_fields, from_dict  # noqa: E402
+from speechlab.data.corpus import CorpusConfig  # noqa: E402
+from speechlab.data.importers import ImportConfig  # noqa: E402
+from speechlab.metrics.commands import ScoreConfig  # noqa: E402
+from speechlab.train.config import OptimConfig, ScheduleConfig, TrainConfig  # noqa: E402
+
+# Every config dataclass of the package; a new paper's configs join this list.
+CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, SearchConfig,
+           EarlyStopConfig, DecodeConfig, TaskConfig, FbankConfig, SpecAugmentConfig,
+           ImportConfig, CorpusConfig, ScoreConfig, ReproduceConfig,
+           TopologiesConfig]
+
+
+def _numeric(tp) -> bool:
+    import typing
+
+    if tp in (int, float):
+        return True
+    return any(_numeric(a) for a in typing.get_args(tp) if a is not type(None))
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_every_numeric_config_field_declares_its_range(cls):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    undeclared = [f.name for f in dataclasses.fields(cls)
+                  if _numeric(hints[f.name]) and RANGE not in f.metadata]
+    assert not undeclared, f"{cls.__name__}: give {undeclared} a range with ranged()"
+    check_fields(cls())  # the defaults are in range
+
+
+@pytest.mark.parametrize("cls", CONFIGS, ids=lambda c: c.__name__)
+def test_nan_and_out_of_range_values_are_refused_naming_the_key(cls):
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        rng = f.metadata.get(RANGE)
+        if rng is None or hints[f.name] not in (int, float, float | None, int | None):
+            continue
+        bad = ["nan"] if hints[f.name] in (float, float | None) else []
+        if rng.ge is not None:
+            bad.append(str(rng.ge - 1))
+        if rng.lt is not None or rng.le is not None:
+            bad.append(str((rng.lt if rng.lt is not None else rng.le) + 1))
+        if not rng.allow_inf and hints[f.name] in (float, float | None):
+            bad.append("inf")
+        for value in bad:
+            with pytest.raises(ConfigError, match=rf"config key '{f.name}' must be"):
+                load_config(cls, None, [f"{f.name}={value}"])
+
+
+def test_nested_keys_and_containers_are_checked():
+    with pytest.raises(ConfigError, match=r"'optim\.lr' must be > 0, got -0\.1"):
+        load_config(TrainConfig, None, ["optim.lr=-0.1"])
+    with pytest.raises(ConfigError, match=r"'optim\.betas' must be < 1"):
+        load_config(TrainConfig, None, ["optim.betas=[0.9, 1.5]"])
+    with pytest.raises(ConfigError, match=r"'minutes' must be a number, got nan"):
+        load_config(CorpusConfig, None, ["minutes={en: .nan}"])
+    with pytest.raises(ConfigError, match=r"'vocab_sizes' must be >= 2"):
+        load_config(RNNTConfig, None, ["vocab_sizes={en: 1}"])
+    # inf only where the field allows it (early stopping "never")
+    assert math.isinf(load_config(EarlyStopConfig, None, ["tau=inf"]).tau)
+    with pytest.raises(ConfigError, match="must be finite"):
+        load_config(TrainConfig, None, ["checkpoint_seconds=inf"])
+    # direct construction is checked too
+    with pytest.raises(ConfigError, match="lr must be > 0"):
+        OptimConfig(lr=-1.0)
+
+
+def test_undeclared_fields_still_refuse_nan():
+    with pytest.raises(ConfigError, match=r"'optim\.lr' must be a number, got nan"):
+        load_config(Cfg, None, ["optim.lr=.nan"])
+    assert math.isinf(load_config(Cfg, None, ["tau=inf"]).tau)
+
+
+def test_a_user_dataclass_declares_ranges_with_ranged():
+    @dataclass(frozen=True)
+    class Paper:
+        temperature: float = ranged(1.0, gt=0, le=10)
+
+        def __post_init__(self) -> None:
+            check_fields(self)
+
+    assert from_dict(Paper, {"temperature": 2}).temperature == 2.0
+    with pytest.raises(ConfigError, match=r"'temperature' must be <= 10, got 11\.0"):
+        from_dict(Paper, {"temperature": 11})

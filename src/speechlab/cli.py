@@ -2,17 +2,28 @@
 
 Each area contributes its subcommands through an ``add_commands(subparsers)`` function in its
 own ``commands.py``; they are imported here by name (no registry), so go-to-definition reaches
-every command. A command is a function ``run(args) -> int`` stored as ``args.func``.
+every command. A command is a function ``run(args) -> int`` stored as ``args.func``; it may
+declare the paths it writes as ``args.outputs`` (``{"out": "dir", "json": "file"}``, names of
+``args`` attributes), which are checked before it runs.
+
+Exit codes: 0 success; 2 a bad input, config or an operating-system fault (one line on stderr,
+``speechlab: error: ...``, naming the file, line or utterance and what to do); 130 interrupted.
+Every fault the user can act on is turned into that one line here, in :func:`fault_message`;
+anything else is a bug in speechlab and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import json
 import logging
 import sys
+from pathlib import Path
 
 from speechlab.errors import SpeechlabError
+from speechlab.utils import check_output, is_torch_write_failure
 
 # Modules that contribute subcommands, in the order they appear in --help. Listed by name so a
 # broken optional area cannot take the whole CLI down; a missing module is a bug, and its
@@ -28,8 +39,90 @@ COMMAND_MODULES = (
 )
 
 
+# What a rerun after a fault does; said with every "disk full" message.
+RERUN = "nothing half-written was kept; a training run resumes from its last checkpoint"
+
+# errno -> (what happened, what to do), for the one-line message about ``path``.
+OS_ERRORS: dict[int, tuple[str, str]] = {
+    errno.ENOSPC: ("no space left on device while writing {path}", f"free space and rerun ({RERUN})"),
+    errno.EDQUOT: ("disk quota exceeded while writing {path}", f"free space and rerun ({RERUN})"),
+    errno.EACCES: ("permission denied: {path}",
+                   "choose a location you may write to (or read), or fix its permissions"),
+    errno.EPERM: ("operation not permitted on {path}",
+                  "choose another location, or fix its permissions or attributes"),
+    errno.EROFS: ("{path} is on a read-only file system", "write to another location"),
+    errno.EISDIR: ("{path} is a directory", "give the path of a file"),
+    errno.ENOTDIR: ("{path} is not a directory (it, or a directory above it, is a file)",
+                    "fix the path, or move the file away"),
+    errno.ENOENT: ("{path} does not exist", "check the path"),
+    errno.EEXIST: ("{path} already exists and is not a directory",
+                   "give a directory path, or move the file away"),
+    errno.ENAMETOOLONG: ("file name too long: {path}", "use a shorter path"),
+    errno.EMFILE: ("too many open files ({path})", "raise the limit (ulimit -n) and rerun"),
+    errno.EIO: ("input/output error on {path}", f"check the disk, then rerun ({RERUN})"),
+}
+
+
+def os_error_message(e: OSError) -> str:
+    """One line for an OSError: what happened to which path, and what to do."""
+    path = e.filename if e.filename is not None else "a file"
+    happened, todo = OS_ERRORS.get(e.errno, ("{path}: " + (e.strerror or str(e)),
+                                             "check the path and rerun"))
+    detail = f" ({e.strerror})" if e.errno == errno.EIO and e.strerror else ""
+    return f"{happened.format(path=path)}{detail}; {todo}"
+
+
+def fault_message(e: BaseException) -> str | None:
+    """The one-line message for a fault of the input or the machine; None for a bug."""
+    if isinstance(e, SpeechlabError):
+        return str(e)
+    if isinstance(e, OSError):
+        return os_error_message(e)
+    if is_torch_write_failure(e):
+        # Raised outside utils.atomic_path (which names the file): no path to give.
+        return (f"writing a checkpoint or tensor file failed ({str(e).splitlines()[0]}); the "
+                f"disk is probably full: free space and rerun ({RERUN})")
+    if isinstance(e, json.JSONDecodeError):
+        return (f"a JSON file is corrupt ({e.msg} at line {e.lineno}, column {e.colno}); "
+                "rewrite it by rerunning the command that made it")
+    if isinstance(e, MemoryError):
+        return "out of memory; use smaller inputs or batches, or a machine with more memory"
+    return None
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line like every other error (exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        command = self.prog.removeprefix("speechlab").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"speechlab: error: {where}{message}; see '{self.prog} --help'\n")
+
+
+def _new_dirs(args: argparse.Namespace) -> list[Path]:
+    """Directories a command's declared outputs would create (deepest first)."""
+    new: list[Path] = []
+    for name, kind in (getattr(args, "outputs", None) or {}).items():
+        path = getattr(args, name, None)
+        if path is None:
+            continue
+        d = Path(path) if kind == "dir" else Path(path).parent
+        while not d.exists() and d != d.parent:
+            new.append(d)
+            d = d.parent
+    return sorted(set(new), key=lambda p: len(p.parts), reverse=True)
+
+
+def _remove_empty(dirs: list[Path]) -> None:
+    for d in dirs:
+        try:
+            d.rmdir()  # only if empty: a failed command leaves no directory it made for nothing
+        except OSError:
+            pass
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="speechlab", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="speechlab", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
@@ -45,7 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) or a usage error (2, already printed)
+        return e.code if isinstance(e.code, int) else 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -54,14 +150,23 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    new_dirs = _new_dirs(args)
     try:
+        for name, kind in (getattr(args, "outputs", None) or {}).items():
+            if getattr(args, name, None) is not None:
+                check_output(getattr(args, name), kind)
         return int(args.func(args) or 0)
-    except SpeechlabError as e:
-        print(f"speechlab: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
+        _remove_empty(new_dirs)
         print("speechlab: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        _remove_empty(new_dirs)
+        message = fault_message(e)
+        if message is None:
+            raise
+        print(f"speechlab: error: {' '.join(message.split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -6,14 +6,32 @@ dataclass, :func:`config_from_args` builds the config from ``--config FILE`` plu
 
 Overrides are ``dotted.key=value`` strings; values are parsed as YAML scalars/lists and then
 checked against the field's annotated type.
+
+Numeric ranges are declared next to the field, :func:`ranged`, and checked by
+:func:`check_fields`, which every config dataclass calls first thing in ``__post_init__`` and
+:func:`from_dict` calls again for any dataclass it builds. So a negative learning rate or a NaN
+beam is refused where the config is loaded, naming the key, before any work is done::
+
+    @dataclass(frozen=True)
+    class OptimConfig:
+        lr: float = ranged(1e-3, gt=0)
+        betas: tuple[float, float] = ranged((0.9, 0.999), ge=0, lt=1)  # each element
+
+        def __post_init__(self) -> None:
+            check_fields(self)
+
+NaN is never a valid number; inf is refused in a ranged field unless it says ``allow_inf``
+(undeclared fields, e.g. of other papers' configs, only have NaN refused).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -118,8 +136,90 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
+# ---------------------------------------------------------------------------------------------
+# Numeric ranges
+
+
+RANGE = "speechlab.range"  # key of a field's metadata holding its Range
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric field may take; for a tuple, list or dict field, each number in it.
+
+    ``ge``/``gt`` and ``le``/``lt`` are inclusive/exclusive bounds (None: unbounded).
+    """
+
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    allow_inf: bool = False
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is out of range (``"must be > 0"``), or None if it is fine."""
+        if math.isnan(value):
+            return "must be a number"
+        if math.isinf(value) and not self.allow_inf:
+            return "must be finite"
+        for bound, ok, word in ((self.ge, lambda b: value >= b, ">="),
+                                (self.gt, lambda b: value > b, ">"),
+                                (self.le, lambda b: value <= b, "<="),
+                                (self.lt, lambda b: value < b, "<")):
+            if bound is not None and not ok(bound):
+                return f"must be {word} {bound:g}"
+        return None
+
+
+# Undeclared numeric fields: NaN is refused, inf allowed (it means "never" in some configs).
+_ANY_NUMBER = Range(allow_inf=True)
+
+
+def ranged(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
+           ge: float | None = None, gt: float | None = None, le: float | None = None,
+           lt: float | None = None, allow_inf: bool = False) -> Any:
+    """A dataclass field whose number(s) must lie in a range (see :class:`Range`)."""
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={RANGE: Range(ge, gt, le, lt, allow_inf)})
+
+
+class FieldError(ConfigError):
+    """A config field whose value is out of its declared range."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key} {reason}")
+        self.key = key
+        self.reason = reason
+
+
+def _numbers(value: Any) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers(v)]
+    return []
+
+
+def check_fields(cfg: Any) -> None:
+    """Raise :class:`FieldError` for the first field of dataclass ``cfg`` out of its range.
+
+    Nested dataclasses are not descended into: each checks its own fields.
+    """
+    for f in dataclasses.fields(cfg):
+        rng = f.metadata.get(RANGE, _ANY_NUMBER)
+        for v in _numbers(getattr(cfg, f.name)):
+            problem = rng.problem(float(v))
+            if problem is not None:
+                raise FieldError(f.name, f"{problem}, got {v!r}")
+
+
 def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
-    """Build dataclass ``cls`` from a (nested) dict, rejecting unknown keys."""
+    """Build dataclass ``cls`` from a (nested) dict, rejecting unknown keys and values out of
+    their fields' ranges."""
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = set(data) - set(fields)
@@ -129,7 +229,12 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
             f"known keys under {prefix or 'top level'}: {sorted(fields)}"
         )
     kwargs = {name: _coerce(val, hints[name], prefix + name) for name, val in data.items()}
-    return cls(**kwargs)
+    try:
+        cfg = cls(**kwargs)
+        check_fields(cfg)
+    except FieldError as e:
+        raise ConfigError(f"config key {prefix + e.key!r} {e.reason}") from None
+    return cfg
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -180,6 +285,8 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {path} is not UTF-8 text; give a YAML file") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(loaded, dict):

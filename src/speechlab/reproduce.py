@@ -1,8 +1,13 @@
-"""``speechlab reproduce PAPER`` and ``speechlab demo``.
+"""``speechlab reproduce PAPER``, ``speechlab train PAPER MODEL`` and ``speechlab demo``.
 
-Each paper's reproduction is a function ``run(scale, out_dir, corpus_dir | None) -> Path`` in its
-own package, picked from :data:`REPRODUCTIONS` by name. ``demo`` builds the embedded corpus,
-runs every reproduction that exists at demo scale and writes one HTML report over all of them.
+Every paper is a :class:`~speechlab.experiment.reproduction.Reproduction` listed in
+:data:`speechlab.experiment.papers.PAPERS`; these commands treat them all alike:
+
+- ``reproduce``: one paper's experiments at a scale, written to ``--out``;
+- ``train``: one model of a paper's plan, alone or under torchrun, into the same layout
+  (``--out/models/MODEL``), so ``reproduce`` and ``rnnt decode`` can use it;
+- ``demo``: every paper at demo scale through one scheduler, one HTML report, and each
+  paper's elapsed time against its budget.
 """
 
 from __future__ import annotations
@@ -11,64 +16,89 @@ import argparse
 import logging
 import time
 from pathlib import Path
-from typing import Callable
 
+from speechlab.experiment.papers import PAPERS, get_paper
 
 log = logging.getLogger(__name__)
 
-def _multisoftmax(**kw) -> Path:
-    from speechlab.asr.rnnt.reproduce import run
-
-    return run(**kw)
-
-
-# name -> run function; imported on use so one paper's heavy imports don't slow the others.
-REPRODUCTIONS: dict[str, Callable[..., Path]] = {
-    "multisoftmax": _multisoftmax,
-}
-
 
 def _run_reproduce(args: argparse.Namespace) -> int:
-    fn = REPRODUCTIONS[args.paper]
-    run_dir = fn(scale=args.scale, out_dir=args.out, corpus_dir=args.corpus, config=args.config,
-                 overrides=args.set, jobs=args.jobs)
-    print(run_dir)
+    from speechlab.experiment.runner import load_run, reproduce
+
+    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config, args.set)
+    reproduce([run], jobs=args.jobs)
+    print(run.out)
+    return 0
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import load_run, train_one
+
+    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config, args.set)
+    model_dir = train_one(run, args.model)
+    if model_dir is not None:
+        print(model_dir)
     return 0
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import budget_lines, load_run, reproduce
     from speechlab.report import write_report
 
     start = time.time()
     out: Path = args.out
     print(f"speechlab demo: the report will be written to {out / 'report' / 'report.html'}", flush=True)
-    run_dirs = []
-    for name, fn in REPRODUCTIONS.items():
-        log.info("demo: reproducing %s at demo scale", name)
-        run_dirs.append(fn(scale="demo", out_dir=out / name, corpus_dir=None, jobs=args.jobs))
-    report = write_report(run_dirs, out / "report")
-    log.info("demo finished in %.1f min", (time.time() - start) / 60)
+    papers = [get_paper(name) for name in (args.papers or list(PAPERS))]
+    runs = [load_run(p, "demo", out / p.name) for p in papers]
+    summaries = reproduce(runs, jobs=args.jobs)
+    report = write_report([s.out for s in summaries], out / "report")
+    total = (time.time() - start) / 60
+    budget = sum(p.demo_minutes for p in papers)
+    print("time per paper (its preparation and report plus its jobs' time over the workers; "
+          "its budget):")
+    for line in budget_lines(summaries):
+        print("  " + line)
+    print(f"  {'all':<14} {'demo':<8} {total:6.1f} min of {budget:.1f}")
     print(f"report: {report}")
     return 0
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("reproduce", help="reproduce a paper's tables at a chosen scale")
-    p.add_argument("paper", choices=sorted(REPRODUCTIONS))
-    p.add_argument("--scale", default="demo", help="demo | small | paper-shape (per paper)")
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", default="demo", help="a recipe scale of the paper (ci, demo, small, ...)")
     p.add_argument("--out", type=Path, required=True, help="run directory")
     p.add_argument("--corpus", type=Path, default=None,
                    help="corpus dir with {train,dev,test}_cuts.jsonl.gz (default: build the embedded one)")
     p.add_argument("--config", type=Path, default=None,
-                   help="a recipe YAML to use instead of the scale's (recipes/<paper>/<scale>.yaml)")
+                   help="a recipe YAML to use instead of the scale's (speechlab/recipes/<paper>/<scale>.yaml)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="models trained at a time, one process and one thread each")
-    p.set_defaults(func=_run_reproduce)
 
-    d = sub.add_parser("demo", help="build the embedded corpus, run every reproduction at demo scale, write the report")
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reproduce", help="reproduce a paper's tables at a chosen scale")
+    p.add_argument("paper", choices=sorted(PAPERS))
+    _common(p)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="jobs run at a time, one process and one thread each")
+    p.set_defaults(func=_run_reproduce, outputs={"out": "dir"})
+
+    t = sub.add_parser(
+        "train", help="train one model of a paper's plan (also under torchrun)",
+        description="Train one model of a paper's plan into OUT/models/MODEL, the layout "
+        "`speechlab reproduce` writes. Under torchrun each rank trains on its own shard and "
+        "rank 0 alone writes, e.g. `python -m torch.distributed.run --standalone "
+        "--nproc_per_node 2 -m speechlab train multisoftmax multisoftmax --scale ci --out DIR`; "
+        "across machines use --nnodes N --node_rank I --rdzv_backend c10d --rdzv_endpoint "
+        "HOST:PORT on each (docs/training.md).")
+    t.add_argument("paper", choices=sorted(PAPERS))
+    t.add_argument("model", help="a model of the paper's plan, e.g. multisoftmax, mono_hi, ft_ms_hi")
+    _common(t)
+    t.set_defaults(func=_run_train, outputs={"out": "dir"})
+
+    d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))
     d.add_argument("--jobs", type=int, default=2,
-                   help="models trained at a time, one process and one thread each (default: 2)")
-    d.set_defaults(func=_run_demo)
+                   help="jobs run at a time, one process and one thread each (default: 2)")
+    d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
+                   help="only these papers (default: all)")
+    d.set_defaults(func=_run_demo, outputs={"out": "dir"})

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import glob
 import json
 import os
 import random
+import re
+import shutil
 import tempfile
 import threading
 import time
@@ -15,7 +19,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from speechlab.errors import SpeechlabError
+from speechlab.errors import DataError, SpeechlabError
 
 
 @contextlib.contextmanager
@@ -23,11 +27,28 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only on success.
 
     Readers never see a half-written file, and a crash leaves at most a ``.tmp`` file behind
-    that is removed here when the body raises.
+    that is removed here when the body raises. An OS error (disk full, read-only directory,
+    ``path`` being a directory) is re-raised naming ``path`` rather than the temporary name;
+    torch's failed writes (``RuntimeError`` from ``inline_container.cc``) become the
+    ``OSError`` they stand for.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file", str(path))
+    if path.exists() and not path.is_file():
+        # A device or pipe (/dev/stdout): nothing to replace atomically, write to it directly.
+        try:
+            yield path
+        except OSError as e:
+            raise naming(e, path) from None
+        return
+    if path.is_symlink():
+        path = path.resolve()  # replace the file the link points to; the link stays
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise naming(e, path) from None
     os.close(fd)
     tmp_path = Path(tmp)
     # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus umask).
@@ -37,9 +58,107 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp_path, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as e:
+        # Before the temporary file is removed: its size is what filled the disk.
+        err = _write_failure(e, path)
         tmp_path.unlink(missing_ok=True)
+        if err is not None:
+            raise err from None
+        if isinstance(e, OSError):
+            raise naming(e, path) from None
         raise
+
+
+# torch.save reports a failed write (disk full, quota, I/O error) as a RuntimeError from its
+# zip writer, e.g. "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598".
+_TORCH_WRITE_FAILED = ("inline_container.cc", "PytorchStreamWriter")
+
+
+def is_torch_write_failure(e: BaseException) -> bool:
+    return isinstance(e, RuntimeError) and any(s in str(e) for s in _TORCH_WRITE_FAILED)
+
+
+def _write_failure(e: BaseException, path: Path) -> OSError | None:
+    """The OSError behind torch's write failure while writing ``path``, else None."""
+    if not is_torch_write_failure(e):
+        return None
+    try:
+        st = os.statvfs(path.parent)
+        # root may write into the reserved blocks, so it runs out only when none are free.
+        free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    except OSError:
+        free = None
+    if free is not None and free < 1 << 20:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+    return OSError(errno.EIO, f"write failed ({str(e).splitlines()[0]})", str(path))
+
+
+def naming(e: OSError, path: str | Path) -> OSError:
+    """``e`` as an error about ``path`` (the user's path) when it names no file or only a
+    temporary one (``.NAME.XXXX.tmp``, ``.tmp-...``); ``e`` itself otherwise."""
+    if e.filename is not None and not any(_is_temporary(p) for p in Path(e.filename).parts):
+        return e
+    # OSError(errno, ...) builds the matching subclass (IsADirectoryError, PermissionError...).
+    return OSError(e.errno, e.strerror, str(path))
+
+
+def _is_temporary(name: str) -> bool:
+    return name.startswith(".") and (name.endswith(".tmp") or name.startswith(".tmp"))
+
+
+def make_temp_dir(parent: str | Path, prefix: str) -> Path:
+    """A new directory ``parent/.{prefix}-{pid}-XXXXXXXX.tmp`` for work that is renamed into
+    place when complete. First removes such directories of ``prefix`` left by processes that
+    no longer exist (killed runs); those of live processes (a concurrent run) are left alone."""
+    parent = Path(parent)
+    for d in parent.glob(f".{glob.escape(prefix)}-*.tmp"):
+        m = re.fullmatch(rf"\.{re.escape(prefix)}-(\d+)-[^-]*\.tmp", d.name)
+        if m is not None and d.is_dir() and not _alive(int(m.group(1))):
+            shutil.rmtree(d, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f".{prefix}-{os.getpid()}-", suffix=".tmp", dir=parent))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def check_output(path: str | Path, kind: str = "file") -> None:
+    """Raise, before any work is done, the OSError that writing ``path`` would end with.
+
+    ``kind`` is ``"file"`` or ``"dir"``. Checks that a file is not a directory (and a
+    directory not a file), that no part of the path is a file, and that the deepest existing
+    directory can be written to: by creating an unnamed temporary file in it, which leaves
+    nothing behind and is refused on read-only file systems and immutable directories even
+    to root.
+    """
+    path = Path(path)
+    if path.exists():
+        if kind == "file" and path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "is a directory, expected a file", str(path))
+        if kind == "dir" and not path.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "is a file, expected a directory",
+                                     str(path))
+        if kind == "file" and not path.is_file():  # a device or pipe, written to directly
+            if not os.access(path, os.W_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+            return
+    base = path if kind == "dir" else path.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, f"{base} is a file, not a directory",
+                                 str(path))
+    try:
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 def _umask() -> int:
@@ -55,6 +174,26 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: str | Path, what: str = "JSON file") -> Any:
+    """The JSON document in ``path``; a DataError naming the file (and line) if it is missing,
+    a directory, not UTF-8 or not valid JSON. ``what`` says what the file is, for the message."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: {what} does not exist") from None
+    except IsADirectoryError:
+        raise DataError(f"{path}: is a directory, expected a {what}") from None
+    except UnicodeDecodeError:
+        raise DataError(f"{path}: corrupt {what} (not UTF-8 text); rerun the command that "
+                        "wrote it") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: corrupt {what} ({e.msg} at column {e.colno}); "
+                        "rerun the command that wrote it") from None
 
 
 @contextlib.contextmanager
@@ -116,3 +255,17 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
     torch.manual_seed(seed)
+
+
+@contextlib.contextmanager
+def file_lock(path: str | Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the file ``path`` (created if missing) meanwhile: two
+    processes building the same cache entry build it once instead of racing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +149,54 @@ def test_fit_cmvn_matches_numpy(cuts, tmp_path):
     cmvn = fit_cmvn(with_feats, progress=False)
     np.testing.assert_allclose(cmvn.mean.numpy(), allf.mean(0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(cmvn.std.numpy(), allf.std(0), rtol=1e-4, atol=1e-5)
+
+
+def test_non_finite_audio_is_refused_naming_the_cut(cuts, tmp_path):
+    from lhotse import CutSet
+
+    from speechlab.testing.audio import nonfinite_cut
+
+    bad = nonfinite_cut(tmp_path / "wav" / "nan.wav", cut_id="nan-cut")
+    out = tmp_path / "feats"
+    with pytest.raises(DataError, match=r"cut 'nan-cut' \(.*nan\.wav\): 100 non-finite"):
+        compute_features(CutSet.from_cuts(list(cuts) + [bad]), out, progress=False)
+    assert list(out.iterdir()) == []
+    with pytest.raises(DataError, match="fbank input: 100 non-finite"):
+        fbank(bad.load_audio()[0])
+
+
+def test_any_failure_inside_the_extractor_names_the_cut(cuts, tmp_path, monkeypatch):
+    def broken(samples, cfg):
+        raise RuntimeError("mel energy is nan")
+
+    monkeypatch.setattr(F, "fbank", broken)
+    with pytest.raises(DataError, match=r"cut 'utt/0' \(.*c0\.wav\): RuntimeError: mel energy"):
+        compute_features(cuts, tmp_path / "feats", progress=False)
+
+
+def test_non_finite_cached_features_are_refused_naming_the_cut(cuts, tmp_path):
+    with_feats = compute_features(cuts, tmp_path / "f", progress=False)
+    c = with_feats["utt/1"]
+    path = Path(c.features.storage_path) / c.features.storage_key
+    arr = np.load(path)
+    arr[3, 5] = np.nan
+    np.save(path, arr)
+    with pytest.raises(DataError, match=r"cut 'utt/1': cached features .* non-finite"):
+        load_features(c)
+    with pytest.raises(DataError, match=r"cut 'utt/1'"):
+        fit_cmvn(with_feats, progress=False)
+
+
+def test_what_a_killed_run_left_is_removed_and_a_live_ones_is_not(cuts, tmp_path):
+    import os
+
+    out = tmp_path / "feats"
+    key = F._cache_key(cuts, FbankConfig())
+    dead = out / f".fbank-{key}-999999999-abcd.tmp"  # no such process
+    live = out / f".fbank-{key}-{os.getppid()}-efgh.tmp"  # a concurrent run
+    for d in (dead, live):
+        (d / "ab").mkdir(parents=True)
+        (d / "ab" / "half.npy").write_bytes(b"half")
+    compute_features(cuts, out, FbankConfig(), progress=False)
+    assert not dead.exists() and live.exists()
+    assert len([p for p in out.iterdir() if p.name.startswith("fbank-")]) == 1

@@ -161,3 +161,34 @@ def test_audio_info_streamed_wav_header_is_not_truncation(tmp_path):
     data[pos + 4: pos + 8] = (0xFFFFFFFF).to_bytes(4, "little")
     p.write_bytes(bytes(data))
     assert audio_info(p).frames == 16000
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_samples_are_refused_naming_file_and_utterance(tmp_path, value):
+    from speechlab.testing.audio import nonfinite_wav
+
+    p = nonfinite_wav(tmp_path / "bad.wav", value=value, at=0.25, count=7)
+    msg = r"bad\.wav \(utterance 'u1'\): 7 non-finite sample value\(s\).*at 0\.250 s"
+    with pytest.raises(DataError, match=msg):
+        validate_audio_file(p, utt="u1")
+    with pytest.raises(DataError, match=msg):
+        load_audio(p, utt="u1")
+    rec = Recording.from_file(p, recording_id="r1")
+    with pytest.raises(DataError, match=r"bad\.wav \(utterance 'r1'\): 7 non-finite"):
+        validate_recording(rec)
+    # The same samples, finite, are fine; and integer formats are never read for this check.
+    ok = tmp_path / "ok.wav"
+    sf.write(ok, np.nan_to_num(sf.read(p)[0], nan=0.0, posinf=0.0, neginf=0.0), 16000,
+             subtype="FLOAT")
+    assert validate_audio_file(ok).is_float and not audio_info(tmp_path / "ok.wav").frames == 0
+
+
+def test_non_finite_samples_of_a_command_recording_are_refused(tmp_path):
+    from speechlab.testing.audio import nonfinite_wav
+
+    p = nonfinite_wav(tmp_path / "bad.wav")
+    rec = Recording(id="piped", sources=[AudioSource(type="command", channels=[0],
+                                                     source=f"cat {p}")],
+                    sampling_rate=16000, num_samples=16000, duration=1.0)
+    with pytest.raises(DataError, match="recording 'piped': 100 non-finite"):
+        validate_recording(rec)

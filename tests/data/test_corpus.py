@@ -189,3 +189,47 @@ def test_sentence_pools_are_disjoint_and_complete(n_real, n_fill, seed):
         # Every split starts with real sentences; fillers only after them.
         kinds = [s.is_real for s in pools[split]]
         assert kinds[0] and kinds == sorted(kinds, reverse=True)
+
+
+def _imported(out: Path, split: str, tmp_path: Path) -> dict:
+    """Import one tone as ``split`` of ``out``; returns corpus.json."""
+    import numpy as np
+
+    from speechlab.data.importers import ImportConfig, import_kaldi
+
+    d = tmp_path / f"kaldi-{split}"
+    d.mkdir()
+    sf.write(d / "a.wav", (np.sin(np.arange(8000) * 0.1) * 8000).astype("int16"), 16000)
+    (d / "wav.scp").write_text(f"a {d / 'a.wav'}\n")
+    (d / "text").write_text("a hello\n")
+    (d / "utt2spk").write_text("a s\n")
+    (d / "utt2lang").write_text("a en\n")
+    import_kaldi(d, out, ImportConfig(split=split))
+    return json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+
+
+def test_a_build_keeps_imported_splits_and_refuses_to_replace_one(tiny, tmp_path):
+    from speechlab.testing.files import snapshot
+
+    # An imported split under another name stays listed, through the build and after it.
+    out = tmp_path / "mixed"
+    _imported(out, "mucs", tmp_path)
+    make_asr_corpus(CorpusConfig.tiny(), out, progress=False)
+    info = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+    assert sorted(info["splits"]) == ["dev", "mucs", "test", "train"]
+    assert [c.id for c in load_cuts(out, "mucs")] == ["a"]
+    assert (Path(next(iter(load_cuts(out, "mucs"))).recording.sources[0].source)).is_file()
+    # An imported train split is not replaced without --overwrite...
+    clash = tmp_path / "clash"
+    _imported(clash, "train", tmp_path)
+    before = snapshot(clash)
+    with pytest.raises(DataError, match=r"imported split\(s\) \['train'\].*--overwrite"):
+        make_asr_corpus(CorpusConfig.tiny(), clash, progress=False)
+    assert snapshot(clash) == before
+    # ...and an import does not replace a built split either.
+    (tmp_path / "x").mkdir()
+    before = snapshot(tiny)
+    with pytest.raises(DataError, match=r"already holds split 'train' \(16 utterances, from "
+                                        r"synthetic\)"):
+        _imported(tiny, "train", tmp_path / "x")
+    assert snapshot(tiny) == before

@@ -152,7 +152,7 @@ def test_bad_audio_raises_or_is_skipped(kaldi_dir, tmp_path):
         import_kaldi(kaldi_dir, tmp_path / "strict")
     report = import_kaldi(kaldi_dir, tmp_path / "lenient", ImportConfig(on_error="skip"))
     assert report.kept == 1
-    assert report.skipped == {"bad audio": 2, "recording skipped": 2}
+    assert report.skipped == {"bad audio": 2}  # one per utterance, counted once
     assert any("8000 Hz, expected 16000" in e for e in report.examples)
     assert [c.id for c in load_cuts(tmp_path / "lenient", "train")] == ["rec_a"]
     # With resampling the 8 kHz file is kept and read at 16 kHz.
@@ -173,3 +173,112 @@ def test_empty_transcript_is_skipped_or_raised(kaldi_dir, tmp_path):
         import_kaldi(kaldi_dir, tmp_path / "a")
     report = import_kaldi(kaldi_dir, tmp_path / "b", ImportConfig(on_error="skip"))
     assert report.kept == 1 and report.skipped == {"bad transcript or language": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# No import loses or half-writes data.
+
+from speechlab.testing.files import snapshot  # noqa: E402
+
+
+@needs_sox
+def test_an_existing_split_is_replaced_only_with_overwrite(kaldi_dir, tmp_path):
+    out = tmp_path / "corpus"
+    import_kaldi(kaldi_dir, out)
+    before = snapshot(out)
+    # A smaller import of the same split: refused before any work, nothing changes.
+    _write(kaldi_dir, "wav.scp", [f"rec_a {kaldi_dir.parent / 'audio' / 'a.wav'}"])
+    _write(kaldi_dir, "text", ["rec_a hello"])
+    _write(kaldi_dir, "utt2spk", ["rec_a spk1"])
+    _write(kaldi_dir, "utt2lang", ["rec_a en"])
+    with pytest.raises(DataError, match=r"already holds split 'train' \(3 utterances, from "
+                                        r"kaldi:.*\); pass --overwrite"):
+        import_kaldi(kaldi_dir, out)
+    assert snapshot(out) == before
+    # Under another name it merges; with overwrite it replaces (piped audio included).
+    import_kaldi(kaldi_dir, out, ImportConfig(split="extra"))
+    report = import_kaldi(kaldi_dir, out, overwrite=True)
+    assert report.kept == 1 and [c.id for c in load_cuts(out, "train")] == ["rec_a"]
+    info = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+    assert {s: d["utterances"] for s, d in info["splits"].items()} == {"train": 1, "extra": 1}
+    assert not list(out.glob(".import-*"))
+
+
+@needs_sox
+def test_a_failed_piped_import_leaves_nothing_behind(kaldi_dir, tmp_path):
+    _write(kaldi_dir, "wav.scp", [
+        f"rec_a sox {kaldi_dir.parent / 'audio' / 'a.wav'} -t wav - |",
+        f"rec_b sox {kaldi_dir.parent / 'audio' / 'b.wav'} -t wav - |",
+        "rec_c false |",  # the third command fails
+    ])
+    out = tmp_path / "corpus"
+    with pytest.raises(DataError, match=r"wav\.scp:3 .*command failed"):
+        import_kaldi(kaldi_dir, out)
+    assert not out.exists()  # created by the import, removed again
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(DataError, match="command failed"):
+        import_kaldi(kaldi_dir, out)
+    assert snapshot(out) == {"keep.txt": snapshot(out)["keep.txt"]}
+    # Skipping the bad one, the piped audio of the others ends up in place, and only it.
+    report = import_kaldi(kaldi_dir, out, ImportConfig(on_error="skip"))
+    assert report.kept == 2 and report.skipped == {"bad audio": 1}
+    assert sorted(p.name for p in (out / "wav" / "train").iterdir()) == ["rec_a.wav", "rec_b.wav"]
+    assert all(Path(c.recording.sources[0].source).is_file() for c in load_cuts(out, "train"))
+    assert not list(out.glob(".import-*"))
+
+
+def test_the_staging_dir_of_a_killed_import_is_removed(kaldi_dir, tmp_path):
+    out = tmp_path / "corpus"
+    dead = out / ".import-train-999999999-abc.tmp" / "wav" / "train"  # pid gone
+    dead.mkdir(parents=True)
+    (dead / "x.wav").write_bytes(b"half")
+    _write(kaldi_dir, "wav.scp", [f"rec_a {kaldi_dir.parent / 'audio' / 'a.wav'}"])
+    _write(kaldi_dir, "text", ["rec_a hello"])
+    _write(kaldi_dir, "utt2spk", ["rec_a spk1"])
+    _write(kaldi_dir, "utt2lang", ["rec_a en"])
+    import_kaldi(kaldi_dir, out)
+    assert not list(out.glob(".import-*"))
+
+
+def test_truncated_or_non_finite_command_output_is_refused(kaldi_dir, tmp_path):
+    from speechlab.testing.audio import nonfinite_wav
+
+    a = kaldi_dir.parent / "audio" / "a.wav"
+    for value, message in [(f"head -c 1000 {a} |", r"wav\.scp:1 .*command output is truncated: "
+                                                    r"its WAV header declares 32000 data bytes "
+                                                    r"but 956 came"),
+                           (f"cat {nonfinite_wav(tmp_path / 'nan.wav')} |",
+                            r"wav\.scp:1 .*100 non-finite sample value")]:
+        _write(kaldi_dir, "wav.scp", [f"rec_a {value}"])
+        _write(kaldi_dir, "text", ["rec_a hello"])
+        _write(kaldi_dir, "utt2spk", ["rec_a spk1"])
+        _write(kaldi_dir, "utt2lang", ["rec_a en"])
+        with pytest.raises(DataError, match=message):
+            import_kaldi(kaldi_dir, tmp_path / "c")
+        assert not (tmp_path / "c").exists()
+
+
+def test_a_bad_recording_counts_each_of_its_utterances_once(kaldi_dir, tmp_path):
+    # One unreadable recording holding three utterances, one good recording with one.
+    (kaldi_dir.parent / "audio" / "broken.wav").write_bytes(b"RIFF not really a wav")
+    _write(kaldi_dir, "wav.scp", [f"rec_a {kaldi_dir.parent / 'audio' / 'a.wav'}",
+                                  f"rec_x {kaldi_dir.parent / 'audio' / 'broken.wav'}"])
+    _write(kaldi_dir, "segments", ["u1 rec_x 0 0.2", "u2 rec_x 0.2 0.4", "u3 rec_x 0.4 -1",
+                                   "u4 rec_a 0 0.5"])
+    _write(kaldi_dir, "text", ["u1 one", "u2 two", "u3 three", "u4 four"])
+    _write(kaldi_dir, "utt2spk", ["u1 s", "u2 s", "u3 s", "u4 s"])
+    _write(kaldi_dir, "utt2lang", ["u1 en", "u2 en", "u3 en", "u4 en"])
+    report = import_kaldi(kaldi_dir, tmp_path / "c", ImportConfig(on_error="skip"))
+    assert report.kept == 1
+    assert report.total_skipped == 3 and report.skipped == {"bad audio": 3}
+    assert sorted(report.dropped) == ["u1", "u2", "u3"]
+    assert len(report.examples) == 1  # one message for the recording
+
+
+@pytest.mark.parametrize("split", ["../escape", ".hidden", "a/b", ".."])
+def test_split_names_that_are_not_file_names_are_refused(split):
+    from speechlab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="split name"):
+        ImportConfig(split=split)

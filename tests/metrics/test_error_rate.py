@@ -207,3 +207,33 @@ def test_werr_matches_paper(table):
     assert werr(0.2397, 0.2286) == pytest.approx(werr(23.97, 22.86))
     with pytest.raises(DataError):
         werr(0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Unicode normalisation: one text, several code-point spellings.
+
+import unicodedata  # noqa: E402
+
+# (text as typed in one spelling, the same text in another), Latin and Indic scripts.
+SPELLINGS = [
+    ("café résumé", unicodedata.normalize("NFD", "café résumé")),  # é vs e + U+0301
+    ("\u0958\u093e\u0917\u091c\u093c", "\u0915\u093c\u093e\u0917\u091c\u093c"),  # Hindi क़ U+0958 vs क + nukta
+    ("\u0b95\u0bca\u0b9f\u0bc1", "\u0b95\u0bc6\u0bbe\u0b9f\u0bc1"),  # Tamil கொ: U+0BCA vs U+0BC6 U+0BBE
+    ("\u0ab8\u0ac1\u0a82\u0aa6\u0ab0 \u0baa\u0bca", "\u0ab8\u0ac1\u0a82\u0aa6\u0ab0 \u0baa\u0bc6\u0bbe"),
+]
+
+
+@pytest.mark.parametrize("ref, hyp", SPELLINGS)
+def test_nfc_and_nfd_spellings_score_as_equal_by_default(ref, hyp):
+    assert ref != hyp
+    assert wer([ref], [hyp]).errors == 0
+    assert cer([ref], [hyp]).errors == 0 and cer([ref], [hyp], spaces=True).errors == 0
+    assert all(r == h for r, h in align_words(ref, hyp))
+    # Turned off, the code points are compared as given.
+    assert wer([ref], [hyp], normalization=None).errors > 0
+    assert cer([ref], [hyp], normalization=None).errors > 0
+
+
+def test_unknown_normalization_is_refused():
+    with pytest.raises(ValueError, match="normalization must be one of"):
+        wer(["a"], ["a"], normalization="NFX")

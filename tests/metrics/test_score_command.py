@@ -99,3 +99,18 @@ def test_command_raises_user_error(tmp_path, files):
     bad.write_text("u1 x\nu1 y\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"bad\.txt:2"):
         _run(["score", "--ref", str(ref), "--hyp", str(bad)])
+
+
+def test_score_normalizes_unicode_unless_told_not_to(tmp_path, capsys):
+    import unicodedata
+
+    ref, hyp = tmp_path / "ref.txt", tmp_path / "hyp.txt"
+    # Precomposed: é U+00E9, Devanagari qa U+0958, Tamil vowel sign o U+0BCA.
+    text = "caf\u00e9 \u0928\u0958\u094d\u0936\u093e \u0b95\u0bca\u0b9f\u0bc1"
+    ref.write_text(f"u1 {text}\n", encoding="utf-8")
+    hyp.write_text(f"u1 {unicodedata.normalize('NFD', text)}\n", encoding="utf-8")
+    assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--num_resamples", "0"]) == 0
+    assert "%WER 0.00 [ 0 / 3" in capsys.readouterr().out
+    assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--num_resamples", "0",
+                 "--normalization", "none"]) == 0
+    assert "%WER 100.00 [ 3 / 3" in capsys.readouterr().out

@@ -18,18 +18,42 @@ def _png_size(path) -> tuple[int, int]:
     return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
 
 
-def test_line_and_bar_plots(tmp_path):
-    p = line_plot([1, 2, 3], {"vanilla": [3.0, 2.0, 1.5], "multi-softmax": [2.5, 1.8, 1.2]},
-                  path=tmp_path / "curve.png", xlabel="epoch", ylabel="loss", title="Loss")
-    w, h = _png_size(p)
-    assert w > 300 and h > 200
-    per_series_x = line_plot({"a": [1, 10, 100], "b": [1, 10]}, {"a": [1, 2, 3], "b": [3, 1]},
-                             path=tmp_path / "log.png", logx=True)
-    b = bar_plot(["En-IN", "Hi-IN"], {"mono": [24.67, 16.2], "ms": [23.35, 17.2]},
-                 path=tmp_path / "bars.png", ylabel="WER [%]", value_labels=True)
-    assert per_series_x.read_bytes() != b.read_bytes()
+C0 = np.array([0x1F, 0x77, 0xB4]) / 255  # matplotlib's first series colour
+
+
+def _c0_pixels(path) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols) of the pixels drawn in the first series' colour."""
+    img = imread(path)[..., :3]
+    return np.nonzero(np.abs(img - C0).sum(axis=-1) < 0.05)
+
+
+def test_line_plot_puts_points_where_the_axes_say(tmp_path):
+    # y = log10(x): a straight line on a log x axis, a bent one on a linear axis.
+    xs, ys = [1, 10, 100, 1000], [0.0, 1.0, 2.0, 3.0]
+    straightness = {}
+    for logx in (True, False):
+        p = line_plot(xs, {"s": ys}, path=tmp_path / f"log{logx}.png", logx=logx, markers=False)
+        w, h = _png_size(p)
+        assert w > 300 and h > 200
+        rows, cols = _c0_pixels(p)
+        # rising: image rows grow downwards, so the right end is higher (smaller row)
+        assert rows[cols > np.percentile(cols, 90)].mean() < rows[cols < np.percentile(cols, 10)].mean()
+        fit = np.polyfit(cols, rows, 1)
+        straightness[logx] = np.abs(np.polyval(fit, cols) - rows).mean()
+    assert straightness[True] < 2.0 < straightness[False]
     # Nothing but the finished images is left in the directory.
-    assert sorted(x.name for x in tmp_path.iterdir()) == ["bars.png", "curve.png", "log.png"]
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["logFalse.png", "logTrue.png"]
+
+
+def test_bar_heights_are_proportional_to_values(tmp_path):
+    p = bar_plot(["En-IN", "Hi-IN"], {"mono": [1.0, 3.0]}, path=tmp_path / "bars.png",
+                 ylabel="WER [%]", value_labels=True)
+    rows, cols = _c0_pixels(p)
+    middle = (cols.min() + cols.max()) / 2
+    left, right = rows[cols < middle], rows[cols > middle]
+    assert left.max() == pytest.approx(right.max(), abs=2)  # both bars stand on the x axis
+    heights = (left.max() - left.min(), right.max() - right.min())
+    assert heights[1] / heights[0] == pytest.approx(3.0, rel=0.03)
 
 
 def test_plot_argument_errors(tmp_path):

@@ -78,3 +78,21 @@ def test_topk_together_keeps_global_best_k(score_lists, k):
     assert got == expected
     for b, bm in enumerate(kept):
         assert all(h.tokens[0] == b for h in bm)
+
+
+def test_select_is_the_one_pruning_rule_of_beam_and_array_searches():
+    import numpy as np
+
+    from speechlab.search import select
+    from speechlab.search.beam import select_kernel
+
+    scores = [-1.0, -3.0, -1.0, -0.5, -20.0]
+    assert select(scores, 3).tolist() == [3, 0, 2]  # best first, ties by position
+    assert select(scores, 10, threshold=2.0).tolist() == [3, 0, 2]
+    assert select([], 2).tolist() == []
+    x = np.array(scores)
+    assert select_kernel(x, 2, np.inf).tolist() == [3, 0]
+    beam = Beam(Hypothesis((i,), s) for i, s in enumerate(scores))
+    assert [h.tokens[0] for h in beam.topk(3)] == select(scores, 3).tolist()
+    with pytest.raises(ValueError):
+        select(scores, 0)

@@ -221,3 +221,97 @@ def test_resume_after_crash_is_exact(tmp_path):
     assert without_time(read_log(result.log_path)) == ref_log
     for (k, a), (_, b) in zip(ref_model.state_dict().items(), model.state_dict().items()):
         assert torch.equal(a, b), k
+
+
+def test_a_validation_with_nothing_to_validate_warns_and_falls_back_to_the_last_checkpoint(
+        tmp_path, caplog):
+    nan = math.nan
+    model = nn.Linear(3, 1, bias=False)
+    task = LinearTask([[1, 0, 0]] * 4, metrics=[nan, nan, nan])
+    c = cfg(max_steps=6, valid_every=2, patience=1, checkpoint_every=2)
+    with caplog.at_level("WARNING", logger="speechlab.train"):
+        result = Trainer(model, task, c, tmp_path).fit()
+    # NaN neither improves nor counts against patience: the run is not stopped early.
+    assert result.steps == 6 and not result.stopped_early and task.validations == 3
+    assert result.best_checkpoint is None and not (tmp_path / "best.pt").exists()
+    assert result.checkpoint == result.last_checkpoint == tmp_path / "ckpt-00000006.pt"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert sum("validation score is nan: nothing was validated" in w for w in warnings) == 3
+    assert any("no validation gave a finite score" in w and "ckpt-00000006.pt" in w
+               for w in warnings)
+
+
+def test_a_non_finite_validation_after_a_good_one_keeps_the_best(tmp_path, caplog):
+    model = nn.Linear(3, 1, bias=False)
+    task = LinearTask([[1, 0, 0]] * 4, metrics=[2.0, math.nan, -math.inf, 1.0])
+    with caplog.at_level("WARNING", logger="speechlab.train"):
+        result = Trainer(model, task, cfg(max_steps=8, valid_every=2), tmp_path).fit()
+    assert result.best_step == 8 and result.best_metric == 1.0
+    assert result.checkpoint == result.best_checkpoint == tmp_path / "best.pt"
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("score is -inf: the model has diverged" in w and "best.pt stays at update 2" in w
+               for w in warnings)
+
+
+def test_a_full_disk_while_checkpointing_is_named_and_the_rerun_resumes(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from speechlab.cli import fault_message
+    from speechlab.train import checkpoint as ckpt_mod
+    from speechlab import utils
+
+    toy = ToyConfig(items=24)
+    c = cfg(max_steps=6, checkpoint_every=2, early_stop_metric="loss")
+    clean = Trainer(build_model(toy), ToyTask(toy), c, tmp_path / "clean").fit()
+
+    real_save, saves = torch.save, []
+
+    def disk_full_on_second_save(obj, f, *a, **k):
+        saves.append(f)
+        if len(saves) == 2:  # what torch raises when the disk fills up mid-write
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos "
+                               "704 vs 598")
+        return real_save(obj, f, *a, **k)
+
+    class Full:  # os.statvfs of a full file system
+        f_bavail = f_bfree = 0
+        f_frsize = 4096
+
+    monkeypatch.setattr(ckpt_mod.torch, "save", disk_full_on_second_save)
+    monkeypatch.setattr(utils.os, "statvfs", lambda p: Full())
+    run = tmp_path / "run"
+    with pytest.raises(OSError) as e:
+        Trainer(build_model(toy), ToyTask(toy), c, run).fit()
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(run / "ckpt-00000004.pt")
+    message = fault_message(e.value)
+    assert message.startswith(f"no space left on device while writing {run}/ckpt-00000004.pt; "
+                              "free space and rerun")
+    assert "resumes from its last checkpoint" in message
+    assert [p.name for p in run.iterdir() if p.name.endswith(".tmp")] == []
+    assert [s for s, _ in list_checkpoints(run)] == [2]
+
+    monkeypatch.undo()
+    resumed = Trainer(build_model(toy), ToyTask(toy), c, run).fit()
+    assert resumed.steps == 6
+    assert without_time(read_log(resumed.log_path)) == without_time(read_log(clean.log_path))
+    final, ref = load_checkpoint(resumed.last_checkpoint), load_checkpoint(clean.last_checkpoint)
+    for k, v in ref["model"].items():
+        assert torch.equal(final["model"][k], v), k
+    assert os.path.exists(run / "ckpt-00000006.pt")
+
+
+def test_a_full_disk_while_logging_names_the_log(tmp_path):
+    import errno
+
+    from speechlab.train.log import MetricsLog
+
+    class FullDisk:  # what write() on a full disk raises: an OSError naming no file
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    log = MetricsLog(tmp_path / "log.jsonl")
+    log._file = FullDisk()
+    with pytest.raises(OSError) as e:
+        log.write({"kind": "train", "step": 1})
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "log.jsonl")

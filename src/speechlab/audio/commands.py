@@ -15,14 +15,18 @@ from pathlib import Path
 
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.config import add_config_args, config_from_args
-from speechlab.errors import DataError, where
+from speechlab.errors import ConfigError, DataError, where
 from speechlab.text.graphemes import TokenizerBuildConfig, UnionTokenizer
+from speechlab.utils import naming
 
 
 def read_cuts(path: Path):
     """A lhotse CutSet manifest, with a clear error for a missing or malformed file."""
     from lhotse import CutSet
 
+    if Path(path).is_dir():
+        raise DataError(f"cuts manifest {path} is a directory; give the manifest file "
+                        "(e.g. DIR/train_cuts.jsonl.gz)")
     if not Path(path).is_file():
         raise DataError(f"cuts manifest {path} does not exist")
     try:
@@ -34,18 +38,28 @@ def read_cuts(path: Path):
 def write_cuts(cuts, path: Path) -> None:
     """Save a CutSet atomically; the temp name keeps the suffixes lhotse picks the format by."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".tmp-{os.getpid()}-{path.name}"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         cuts.to_file(tmp)
         os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise naming(e, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
+# Manifest file names lhotse can write (it picks the format by the suffix).
+MANIFEST_SUFFIXES = (".jsonl.gz", ".jsonl", ".json.gz", ".json")
+
+
 def run_compute(args: argparse.Namespace) -> int:
     cfg = config_from_args(FbankConfig, args)
+    if args.cuts_out is not None and not str(args.cuts_out).endswith(MANIFEST_SUFFIXES):
+        raise ConfigError(f"--cuts-out {args.cuts_out}: a manifest file name must end in one of "
+                          f"{', '.join(MANIFEST_SUFFIXES)}")
     cuts = compute_features(read_cuts(args.cuts), args.out, cfg, progress=not args.quiet)
     if args.cuts_out is not None:
         write_cuts(cuts, args.cuts_out)
@@ -97,13 +111,13 @@ def add_commands(subparsers) -> None:
                    help="also write the cuts with features attached here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_args(p, FbankConfig)
-    p.set_defaults(func=run_compute)
+    p.set_defaults(func=run_compute, outputs={"out": "dir", "cuts_out": "file"})
 
     p = fsub.add_parser("cmvn", help="global mean/std of computed features (safetensors)")
     p.add_argument("--cuts", type=Path, required=True, help="cuts with features attached")
     p.add_argument("--out", type=Path, required=True, help="output .safetensors file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_cmvn)
+    p.set_defaults(func=run_cmvn, outputs={"out": "file"})
 
     text = subparsers.add_parser("text", help="tokenizers built from transcripts")
     tsub = text.add_subparsers(dest="text_command", metavar="ACTION", required=True)
@@ -112,4 +126,4 @@ def add_commands(subparsers) -> None:
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     add_config_args(p, TokenizerBuildConfig)
-    p.set_defaults(func=run_build_tokenizers)
+    p.set_defaults(func=run_build_tokenizers, outputs={"out": "dir"})

@@ -14,17 +14,18 @@ Cache layout, one directory per (config, cut list)::
 ``<hash>`` covers the config, a format version and every cut's id, recording, start, duration,
 channel and audio sources, so changing any of them computes a new cache rather than serving
 stale features. The directory is built under a temporary name and renamed when complete:
-a crash leaves no cache that looks finished.
+a crash leaves no cache that looks finished, and the next run removes what a killed one left.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
-import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -32,8 +33,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from speechlab.config import to_dict
-from speechlab.errors import DataError
+from speechlab.audio.io import check_finite
+from speechlab.config import check_fields, ranged, to_dict
+from speechlab.errors import ConfigError, DataError, SpeechlabError
+from speechlab.utils import make_temp_dir, naming
 
 log = logging.getLogger(__name__)
 
@@ -58,18 +61,28 @@ class FbankConfig:
         preemph_coeff, remove_dc_offset, window_type, round_to_power_of_two: as in Kaldi.
     """
 
-    sampling_rate: int = 16000
-    num_mel_bins: int = 80
-    frame_length_ms: float = 25.0
-    frame_shift_ms: float = 10.0
-    dither: float = 0.0
+    sampling_rate: int = ranged(16000, ge=1)
+    num_mel_bins: int = ranged(80, ge=1)
+    frame_length_ms: float = ranged(25.0, gt=0)
+    frame_shift_ms: float = ranged(10.0, gt=0)
+    dither: float = ranged(0.0, ge=0)
     snip_edges: bool = False
-    low_freq: float = 20.0
-    high_freq: float = 0.0
-    preemph_coeff: float = 0.97
+    low_freq: float = ranged(20.0, ge=0)
+    high_freq: float = ranged(0.0)  # <= 0: an offset from Nyquist
+    preemph_coeff: float = ranged(0.97, ge=0, le=1)
     remove_dc_offset: bool = True
     window_type: Literal["povey", "hamming", "hanning", "rectangular", "blackman"] = "povey"
     round_to_power_of_two: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        nyquist = self.sampling_rate / 2
+        high = self.high_freq if self.high_freq > 0 else nyquist + self.high_freq
+        if not 0 <= self.low_freq < high <= nyquist:
+            raise ConfigError(f"fbank mel range low_freq={self.low_freq:g} Hz, high_freq="
+                              f"{self.high_freq:g} Hz (i.e. {high:g} Hz) must satisfy 0 <= low "
+                              f"< high <= Nyquist ({nyquist:g} Hz); high_freq <= 0 is an offset "
+                              "from Nyquist")
 
     @property
     def frame_shift(self) -> float:
@@ -120,13 +133,40 @@ def fbank(samples: np.ndarray, cfg: FbankConfig = FbankConfig()) -> np.ndarray:
     samples = np.ascontiguousarray(samples, dtype=np.float32)
     if samples.ndim != 1:
         raise DataError(f"fbank expects mono samples of shape (N,), got {samples.shape}")
+    check_finite(samples, "fbank input", cfg.sampling_rate)
     extractor = knf.OnlineFbank(_knf_options(cfg))
     extractor.accept_waveform(float(cfg.sampling_rate), samples)
     extractor.input_finished()
     n = extractor.num_frames_ready
     if n == 0:
         return np.zeros((0, cfg.num_mel_bins), dtype=np.float32)
-    return np.stack([extractor.get_frame(i) for i in range(n)]).astype(np.float32, copy=False)
+    feats = np.stack([extractor.get_frame(i) for i in range(n)]).astype(np.float32, copy=False)
+    if not np.isfinite(feats).all():
+        raise DataError("fbank output holds non-finite values; check the audio")
+    return feats
+
+
+def _sources(cut) -> str:
+    return ", ".join(str(s.source) for s in cut.recording.sources) if cut.has_recording else "-"
+
+
+@contextlib.contextmanager
+def about_cut(cut) -> Iterator[None]:
+    """Re-raise what goes wrong while processing ``cut`` as a DataError naming the cut and its
+    audio, so a failure deep in an extractor points at the input that caused it. OS errors
+    (disk full...) and interrupts pass through unchanged."""
+    try:
+        yield
+    except (OSError, MemoryError):
+        raise
+    except SpeechlabError as e:
+        msg = str(e)
+        if repr(cut.id) in msg:
+            raise
+        raise DataError(f"cut {cut.id!r} ({_sources(cut)}): {msg}") from None
+    except Exception as e:  # noqa: BLE001 - extractors and lhotse raise many types
+        raise DataError(f"cut {cut.id!r} ({_sources(cut)}): {type(e).__name__}: {e}; fix or "
+                        "drop this cut") from None
 
 
 def _cache_key(cuts, cfg: FbankConfig) -> str:
@@ -157,6 +197,7 @@ def _load_samples(cut, cfg: FbankConfig) -> np.ndarray:
         if audio.shape[0] != 1:
             raise DataError(f"cut {cut.id!r} has {audio.shape[0]} channels; features need mono")
         audio = audio[0]
+    check_finite(audio, f"cut {cut.id!r} ({_sources(cut)})", cfg.sampling_rate)
     return audio
 
 
@@ -203,8 +244,11 @@ def compute_features(cuts, out_dir: str | Path, cfg: FbankConfig = FbankConfig()
         log.info("reusing cached features %s", cache_dir)
         return _load_cache(cache_dir)
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".fbank-{key}.", suffix=".tmp", dir=out_dir))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        tmp = make_temp_dir(out_dir, f"fbank-{key}")
+    except OSError as e:
+        raise naming(e, out_dir) from None
     try:
         done = []
         try:
@@ -213,7 +257,8 @@ def compute_features(cuts, out_dir: str | Path, cfg: FbankConfig = FbankConfig()
             total = None
         for cut in track(cuts, total=total, description="fbank", disable=not progress,
                          transient=True):
-            feats = fbank(_load_samples(cut, cfg), cfg)
+            with about_cut(cut):
+                feats = fbank(_load_samples(cut, cfg), cfg)
             if feats.shape[0] == 0:
                 raise DataError(
                     f"cut {cut.id!r} ({cut.duration:.3f} s) is too short for one "
@@ -238,6 +283,9 @@ def compute_features(cuts, out_dir: str | Path, cfg: FbankConfig = FbankConfig()
                 # something else, not a finished cache.
                 shutil.rmtree(cache_dir)
             os.rename(tmp, cache_dir)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise naming(e, cache_dir) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -256,6 +304,10 @@ def load_features(cut) -> torch.Tensor:
             f"cut {cut.id!r}: cannot read features {cut.features.storage_path}/"
             f"{cut.features.storage_key}: {e}; delete that cache directory and recompute"
         ) from None
+    if not np.isfinite(arr).all():
+        raise DataError(f"cut {cut.id!r}: cached features {cut.features.storage_path}/"
+                        f"{cut.features.storage_key} hold non-finite values; delete that cache "
+                        "directory and recompute")
     return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
 
 
@@ -271,10 +323,11 @@ def fit_cmvn(cuts, dim: int | None = None, progress: bool = True):
 
     cmvn = None
     for cut in track(cuts, description="cmvn", disable=not progress, transient=True):
-        x = load_features(cut)
-        if cmvn is None:
-            cmvn = GlobalCMVN(dim=dim or x.shape[1])
-        cmvn.accumulate(x)
+        with about_cut(cut):
+            x = load_features(cut)
+            if cmvn is None:
+                cmvn = GlobalCMVN(dim=dim or x.shape[1])
+            cmvn.accumulate(x)
     if cmvn is None:
         raise DataError("fit_cmvn: the cut set is empty")
     return cmvn.finalize()

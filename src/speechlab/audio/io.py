@@ -8,6 +8,7 @@ or a silently wrong batch hours into training. Cases detected:
 * truncated: a WAV whose ``data`` chunk declares more bytes than the file holds (libsndfile
   silently reads what is there), or audio shorter/longer than its manifest says;
 * empty: zero samples;
+* non-finite: NaN or inf samples (only float formats can hold them; their samples are read);
 * wrong sample rate, wrong channel count;
 * transcripts: empty text, unknown or missing language tag.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, BinaryIO, Iterable
 
 import numpy as np
 import soundfile as sf
@@ -29,6 +30,8 @@ SAMPLE_TOLERANCE = 1
 # WAV writers that stream (pipes) put a placeholder size in the data chunk; not a truncation.
 _STREAMING_SIZES = (0, 0xFFFFFFFF)
 _STREAMING_MIN = 0x7FFFF000
+# libsndfile subtypes holding floats (WAV/AIFF/CAF/W64/RF64 float, and raw).
+FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,12 @@ class AudioInfo:
     channels: int
     frames: int
     format: str
+    subtype: str = ""
+
+    @property
+    def is_float(self) -> bool:
+        """Float samples: the only kind that can be NaN or inf."""
+        return self.subtype in FLOAT_SUBTYPES
 
 
 def _wav_shortfall(path: Path) -> tuple[int, int] | None:
@@ -46,20 +55,26 @@ def _wav_shortfall(path: Path) -> tuple[int, int] | None:
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
-            head = f.read(12)
-            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-                return None
-            pos = 12
-            while pos + 8 <= size:
-                f.seek(pos)
-                chunk_id, chunk_len = struct.unpack("<4sI", f.read(8))
-                if chunk_id == b"data":
-                    if chunk_len in _STREAMING_SIZES or chunk_len >= _STREAMING_MIN:
-                        return None
-                    return chunk_len, size - (pos + 8)
-                pos += 8 + chunk_len + (chunk_len & 1)
+            return wav_shortfall(f, size)
     except OSError:
         return None
+
+
+def wav_shortfall(f: BinaryIO, size: int) -> tuple[int, int] | None:
+    """For RIFF/WAVE data of ``size`` bytes readable from ``f``, (declared data bytes, bytes
+    actually present); None if it is not a WAV or its size is a streaming placeholder."""
+    head = f.read(12)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos = 12
+    while pos + 8 <= size:
+        f.seek(pos)
+        chunk_id, chunk_len = struct.unpack("<4sI", f.read(8))
+        if chunk_id == b"data":
+            if chunk_len in _STREAMING_SIZES or chunk_len >= _STREAMING_MIN:
+                return None
+            return chunk_len, size - (pos + 8)
+        pos += 8 + chunk_len + (chunk_len & 1)
     return None
 
 
@@ -82,7 +97,32 @@ def audio_info(path: str | Path, *, utt: str | None = None) -> AudioInfo:
         raise DataError(f"{loc}: truncated WAV: header declares {declared} data bytes but only "
                         f"{present} are present; re-create the file or drop it")
     return AudioInfo(sample_rate=int(info.samplerate), channels=int(info.channels),
-                     frames=int(info.frames), format=str(info.format))
+                     frames=int(info.frames), format=str(info.format),
+                     subtype=str(info.subtype))
+
+
+def check_finite(samples: np.ndarray, loc: str, sample_rate: int | None = None) -> None:
+    """DataError naming ``loc`` if ``samples`` hold NaN or inf (no feature survives them)."""
+    bad = ~np.isfinite(samples)
+    if bad.any():
+        first = int(np.flatnonzero(bad.reshape(len(samples), -1).any(axis=1))[0])
+        at = f" (at {first / sample_rate:.3f} s)" if sample_rate else ""
+        raise DataError(f"{loc}: {int(bad.sum())} non-finite sample value(s) (NaN or inf), the "
+                        f"first at sample {first}{at}; re-create the audio or drop it")
+
+
+def _check_file_finite(path: Path, info: AudioInfo, loc: str) -> None:
+    if not info.is_float:
+        return
+    try:
+        # Block by block: a long recording need not be held in memory to be checked.
+        for block in sf.blocks(str(path), blocksize=1 << 16, dtype="float32", always_2d=True):
+            if not np.isfinite(block).all():
+                # Once more over the whole file, for the count and the first bad position.
+                audio, _ = sf.read(str(path), dtype="float32", always_2d=True)
+                check_finite(audio, loc, info.sample_rate)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise DataError(f"{loc}: unreadable audio ({e}); re-create it or drop it") from None
 
 
 def _check_shape(info: AudioInfo, loc: str, expected_sr: int | None,
@@ -102,6 +142,7 @@ def validate_audio_file(path: str | Path, expected_sr: int | None = 16000,
     """Check a file is readable, complete, non-empty, at ``expected_sr`` with ``channels``."""
     info = audio_info(path, utt=utt)
     _check_shape(info, where(path, utt=utt), expected_sr, channels)
+    _check_file_finite(Path(path), info, where(path, utt=utt))
     return info
 
 
@@ -118,7 +159,8 @@ def load_audio(path: str | Path, expected_sr: int | None = 16000, *, channels: i
     Returns:
         (T,) float32 for mono, (T, C) if ``channels`` is not 1.
     """
-    info = validate_audio_file(path, expected_sr, channels, utt=utt)
+    info = audio_info(path, utt=utt)
+    _check_shape(info, where(path, utt=utt), expected_sr, channels)
     try:
         audio, _sr = sf.read(str(path), dtype="float32", always_2d=False)
     except (sf.LibsndfileError, RuntimeError) as e:
@@ -126,6 +168,7 @@ def load_audio(path: str | Path, expected_sr: int | None = 16000, *, channels: i
     if audio.shape[0] != info.frames:
         raise DataError(f"{where(path, utt=utt)}: header says {info.frames} samples but "
                         f"{audio.shape[0]} could be read (truncated or corrupt); re-create it")
+    check_finite(audio, where(path, utt=utt), info.sample_rate)
     return audio
 
 
@@ -150,6 +193,7 @@ def validate_recording(rec: Any, expected_sr: int | None = 16000,
                 raise DataError(f"{where(src.source, utt=rec.id)}: file has {info.frames} "
                                 f"samples but the manifest says {rec.num_samples} (truncated or "
                                 "replaced); re-create the file or the manifest")
+            _check_file_finite(Path(src.source), info, where(src.source, utt=rec.id))
         return
     # Commands, URLs, in-memory audio, resampling transforms: decode to check.
     try:
@@ -159,6 +203,7 @@ def validate_recording(rec: Any, expected_sr: int | None = 16000,
     if abs(audio.shape[-1] - rec.num_samples) > SAMPLE_TOLERANCE:
         raise DataError(f"{loc}: decoded {audio.shape[-1]} samples but the manifest says "
                         f"{rec.num_samples}; re-create the manifest")
+    check_finite(np.asarray(audio).T, loc, rec.sampling_rate)
 
 
 def validate_supervision(text: str | None, language: str | None, known_languages: Iterable[str],

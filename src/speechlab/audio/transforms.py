@@ -19,13 +19,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from speechlab.config import check_fields, ranged
 from speechlab.errors import DataError
+from speechlab.nn.mask import lengths_to_mask
 from speechlab.utils import atomic_path
-
-
-def lengths_to_mask(lengths: Tensor, max_len: int) -> Tensor:
-    """``(B,)`` lengths -> ``(B, T)`` bool mask, True on valid frames."""
-    return torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,13 +170,16 @@ class SpecAugmentConfig:
         mask_value: what masked cells become (0 is the mean after CMVN).
     """
 
-    num_freq_masks: int = 2
-    freq_mask_width: int = 27
-    num_time_masks: int = 2
-    time_mask_width: int = 40
-    time_mask_max_ratio: float = 0.2
-    time_warp: int = 0
-    mask_value: float = 0.0
+    num_freq_masks: int = ranged(2, ge=0)
+    freq_mask_width: int = ranged(27, ge=0)
+    num_time_masks: int = ranged(2, ge=0)
+    time_mask_width: int = ranged(40, ge=0)
+    time_mask_max_ratio: float = ranged(0.2, ge=0, le=1)
+    time_warp: int = ranged(0, ge=0)
+    mask_value: float = ranged(0.0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 class SpecAugment(nn.Module):

@@ -45,7 +45,7 @@ def _run_make(args: argparse.Namespace) -> int:
         args.cfg__minutes = json.dumps(parse_minutes(minutes))
     base = CorpusConfig.tiny() if args.tiny else None
     cfg = config_from_args(CorpusConfig, args, base=base)
-    out = make_asr_corpus(cfg, args.out, progress=not args.no_progress)
+    out = make_asr_corpus(cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite)
     _print_info(out)
     return 0
 
@@ -53,7 +53,7 @@ def _run_make(args: argparse.Namespace) -> int:
 def _report(rep: ImportReport) -> int:
     print(f"imported {rep.kept} utterances into {rep.out_dir} (split {rep.split!r})")
     if rep.total_skipped:
-        print(f"skipped {rep.total_skipped}: {dict(rep.skipped)}")
+        print(f"skipped {rep.total_skipped} utterances: {dict(rep.skipped)}")
         for ex in rep.examples[:5]:
             print(f"  e.g. {ex}")
     return 0
@@ -61,12 +61,13 @@ def _report(rep: ImportReport) -> int:
 
 def _run_import_kaldi(args: argparse.Namespace) -> int:
     cfg = config_from_args(ImportConfig, args)
-    return _report(import_kaldi(args.kaldi_dir, args.out, cfg))
+    return _report(import_kaldi(args.kaldi_dir, args.out, cfg, overwrite=args.overwrite))
 
 
 def _run_import_lhotse(args: argparse.Namespace) -> int:
     cfg = config_from_args(ImportConfig, args)
-    return _report(import_lhotse(args.recordings, args.supervisions, args.out, cfg))
+    return _report(import_lhotse(args.recordings, args.supervisions, args.out, cfg,
+                                 overwrite=args.overwrite))
 
 
 def _print_info(corpus_dir: Path) -> None:
@@ -115,28 +116,34 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     make.add_argument("--tiny", action="store_true",
                       help="6 utterances per language (seconds to build; for tests)")
     make.add_argument("--no-progress", action="store_true", help="no progress bar")
+    make.add_argument("--overwrite", action="store_true",
+                      help="replace imported train/dev/test splits the directory holds")
     add_config_args(make, CorpusConfig)
-    make.set_defaults(func=_run_make)
+    make.set_defaults(func=_run_make, outputs={"out": "dir"})
 
     kaldi = sub.add_parser("import-kaldi", help="import a Kaldi data directory")
     kaldi.add_argument("kaldi_dir", type=Path, help="dir with wav.scp, text, utt2spk "
                                                     "[, utt2lang, segments]")
     kaldi.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
+    kaldi.add_argument("--overwrite", action="store_true",
+                       help="replace the split if the corpus directory already holds it")
     add_config_args(kaldi, ImportConfig)
-    kaldi.set_defaults(func=_run_import_kaldi)
+    kaldi.set_defaults(func=_run_import_kaldi, outputs={"out": "dir"})
 
     lh = sub.add_parser("import-lhotse", help="import a lhotse recipe's manifests")
     lh.add_argument("--recordings", type=Path, required=True, help="RecordingSet file")
     lh.add_argument("--supervisions", type=Path, required=True, help="SupervisionSet file")
     lh.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
+    lh.add_argument("--overwrite", action="store_true",
+                    help="replace the split if the corpus directory already holds it")
     add_config_args(lh, ImportConfig)
-    lh.set_defaults(func=_run_import_lhotse)
+    lh.set_defaults(func=_run_import_lhotse, outputs={"out": "dir"})
 
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")
     harvest.add_argument("--cache-dir", type=Path, default=None,
                          help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
-    harvest.set_defaults(func=_run_harvest)
+    harvest.set_defaults(func=_run_harvest, outputs={"cache_dir": "dir"})
 
     info = sub.add_parser("info", help="summarise a corpus directory")
     info.add_argument("corpus_dir", type=Path)

@@ -27,15 +27,21 @@ import math
 import os
 import random
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 import soundfile as sf
 
-from speechlab.config import to_dict
-from speechlab.data.synth import VARIANTS, BatchSynthesizer, SynthRequest, SAMPLE_RATE
+from speechlab.config import check_fields, ranged, to_dict
+from speechlab.data.synth import (
+    NOISE_COLORS,
+    SAMPLE_RATE,
+    VARIANTS,
+    BatchSynthesizer,
+    SynthRequest,
+)
 from speechlab.data.text_harvest import (
     LANGUAGES,
     Sentence,
@@ -43,7 +49,7 @@ from speechlab.data.text_harvest import (
     harvest_sentences,
 )
 from speechlab.errors import ConfigError, DataError
-from speechlab.utils import atomic_path, atomic_write_json
+from speechlab.utils import atomic_path, atomic_write_json, naming, read_json
 
 log = logging.getLogger(__name__)
 
@@ -111,24 +117,25 @@ class CorpusConfig:
         cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
     """
 
-    minutes: dict[str, float] = field(default_factory=_default_minutes)
-    utterances_per_language: int | None = None
-    seed: int = 0
-    dev_fraction: float = 0.05
-    test_fraction: float = 0.1
+    minutes: dict[str, float] = ranged(default_factory=_default_minutes, ge=0)
+    utterances_per_language: int | None = ranged(None, ge=3)  # one per split at least
+    seed: int = ranged(0, ge=0)
+    dev_fraction: float = ranged(0.05, gt=0, lt=1)
+    test_fraction: float = ranged(0.1, gt=0, lt=1)
     test_variants: tuple[str, ...] = ("m4", "f4")
-    voices: dict[str, dict[str, float]] = field(default_factory=_default_voices)
-    rate_wpm: tuple[int, int] = (140, 200)
-    pitch: tuple[int, int] = (30, 70)
-    pitch_range: tuple[int, int] = (30, 80)
-    word_gap: tuple[int, int] = (0, 3)
-    noise_prob: float = 0.5
-    noise_snr_db: tuple[float, float] = (10.0, 30.0)
+    voices: dict[str, dict[str, float]] = ranged(default_factory=_default_voices, ge=0)
+    # espeak-ng's ranges: -s 80..450 words per minute, -p and -a 0..99, -g in 10 ms units.
+    rate_wpm: tuple[int, int] = ranged((140, 200), ge=80, le=450)
+    pitch: tuple[int, int] = ranged((30, 70), ge=0, le=99)
+    pitch_range: tuple[int, int] = ranged((30, 80), ge=0, le=99)
+    word_gap: tuple[int, int] = ranged((0, 3), ge=0)
+    noise_prob: float = ranged(0.5, ge=0, le=1)
+    noise_snr_db: tuple[float, float] = ranged((10.0, 30.0))
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
-    tempo_prob: float = 0.0
-    tempo: tuple[float, float] = (0.9, 1.1)
-    batch_size: int = 32
-    workers: int = 2
+    tempo_prob: float = ranged(0.0, ge=0, le=1)
+    tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
+    batch_size: int = ranged(32, ge=1)
+    workers: int = ranged(2, ge=1)
     cache_dir: str | None = None
 
     @classmethod
@@ -138,6 +145,11 @@ class CorpusConfig:
                    batch_size=8)
 
     def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("rate_wpm", "pitch", "pitch_range", "word_gap", "noise_snr_db", "tempo"):
+            low, high = getattr(self, name)
+            if low > high:
+                raise ConfigError(f"{name} is a (low, high) range, got low {low} > high {high}")
         langs = set(self.minutes)
         unknown = sorted(langs - set(LANGUAGES))
         if unknown:
@@ -159,13 +171,12 @@ class CorpusConfig:
                               f"known: {list(VARIANTS)}")
         if not self.test_variants or set(self.test_variants) == set(VARIANTS):
             raise ConfigError("test_variants must hold out some, but not all, voice variants")
-        if not (0 < self.dev_fraction and 0 < self.test_fraction
-                and self.dev_fraction + self.test_fraction < 1):
+        if self.dev_fraction + self.test_fraction >= 1:
             raise ConfigError("dev_fraction and test_fraction must be > 0 and sum to < 1")
-        if any(m < 0 for m in self.minutes.values()):
-            raise ConfigError("minutes must be >= 0")
-        if self.utterances_per_language is not None and self.utterances_per_language < 3:
-            raise ConfigError("utterances_per_language must be >= 3 (one per split)")
+        unknown_colors = sorted(set(self.noise_colors) - set(NOISE_COLORS))
+        if not self.noise_colors or unknown_colors:
+            raise ConfigError(f"noise_colors: unknown colour(s) {unknown_colors}; known: "
+                              f"{list(NOISE_COLORS)}")
 
     @property
     def languages(self) -> tuple[str, ...]:
@@ -364,13 +375,16 @@ def split_summary(supervisions: Iterable[Any]) -> dict[str, Any]:
 
 
 def read_corpus_json(corpus_dir: Path) -> dict[str, Any]:
+    """The summary of a corpus directory ({} if it has none: not built or interrupted)."""
     path = Path(corpus_dir) / "corpus.json"
     if not path.exists():
         return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise DataError(f"{path}: corrupt corpus summary ({e}); rebuild or re-import") from None
+    info = read_json(path, "corpus summary")
+    if not isinstance(info, dict) or not isinstance(info.get("splits"), dict) or not all(
+            isinstance(d, dict) for d in info["splits"].values()):
+        raise DataError(f"{path}: not a speechlab corpus summary (no 'splits' mapping); "
+                        "rebuild or re-import the corpus")
+    return info
 
 
 def _write_wav(path: Path, audio: np.ndarray) -> None:
@@ -387,6 +401,9 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
     try:
         tmp.write_bytes(buf.getvalue())
         os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise naming(e, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -400,17 +417,52 @@ def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
                     TimeElapsedColumn(), disable=not enabled, transient=False)
 
 
-def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = True) -> Path:
+def _imported_splits(out_dir: Path, overwrite: bool) -> dict[str, Any]:
+    """The imported splits of ``out_dir`` a build keeps (listed in its corpus.json with an
+    origin other than "synthetic"); DataError if one would be replaced without ``overwrite``."""
+    info = read_corpus_json(out_dir)
+    imported = {s: d for s, d in (info.get("splits") or {}).items()
+                if not (isinstance(d, dict) and d.get("origin") == "synthetic")}
+    clash = sorted(set(imported) & set(SPLITS))
+    if imported and info.get("sample_rate") != SAMPLE_RATE:
+        clash = sorted(imported)  # cannot stay in a corpus at another rate
+    if clash and not overwrite:
+        raise DataError(f"{out_dir} holds imported split(s) {clash} that building the corpus "
+                        "would replace; pass --overwrite to replace them, or build into another "
+                        "directory")
+    kept = {s: d for s, d in imported.items() if s not in clash}
+    if kept:
+        log.info("%s: keeping imported split(s) %s", out_dir, sorted(kept))
+    return kept
+
+
+def _corpus_languages(splits: dict[str, Any]) -> list[str]:
+    langs = {lang for s in splits.values() for lang in s.get("languages", {})}
+    return [lang for lang in LANGUAGES if lang in langs] + sorted(langs - set(LANGUAGES))
+
+
+def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = True,
+                    overwrite: bool = False) -> Path:
     """Build the corpus described by ``cfg`` into ``out_dir``; returns ``out_dir``.
 
     Deterministic for ``cfg`` (same manifests modulo the absolute ``out_dir`` in recording
-    paths, same audio bytes). A rerun overwrites; an interrupted build leaves no ``corpus.json``
-    (so :func:`load_cuts` refuses it) and no half-written file.
+    paths, same audio bytes). A rerun overwrites an earlier build; an interrupted build leaves
+    no ``corpus.json`` listing its splits (so :func:`load_cuts` refuses them) and no
+    half-written file. Splits imported into ``out_dir`` under other names than train/dev/test
+    are kept (and stay listed in ``corpus.json`` throughout); imported train/dev/test splits are
+    replaced only with ``overwrite``.
     """
     out_dir = Path(out_dir).resolve()
+    kept = _imported_splits(out_dir, overwrite)
     out_dir.mkdir(parents=True, exist_ok=True)
-    # Invalidate first: from here until the new summary is written the directory is incomplete.
-    (out_dir / "corpus.json").unlink(missing_ok=True)
+    # Invalidate first: from here until the new summary is written the built splits are
+    # incomplete. Imported splits stay listed.
+    if kept:
+        atomic_write_json(out_dir / "corpus.json", {
+            "format": CORPUS_FORMAT, "sample_rate": SAMPLE_RATE, "splits": kept,
+            "languages": _corpus_languages(kept)})
+    else:
+        (out_dir / "corpus.json").unlink(missing_ok=True)
     for tmp in (out_dir / "wav").glob("**/.*.tmp"):
         tmp.unlink()  # left by a killed build
 
@@ -466,6 +518,7 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
         write_split(out_dir, split, recordings[split], supervisions[split])
         summary["splits"][split] = split_summary(supervisions[split])
         summary["splits"][split]["origin"] = "synthetic"
+    summary["splits"].update(kept)
     _remove_stale_wavs(out_dir, {r.sources[0].source for rs in recordings.values() for r in rs})
     text_sources: dict[str, dict[str, int]] = {}
     for split in SPLITS:
@@ -473,7 +526,8 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
             src = text_sources.setdefault(s.language, {})
             src[s.custom["text_source"]] = src.get(s.custom["text_source"], 0) + 1
     provenance = harvest_provenance(cache)
-    summary["languages"] = list(cfg.languages)
+    summary["languages"] = list(cfg.languages) + [
+        lang for lang in _corpus_languages(kept) if lang not in cfg.languages]
     summary["synthetic"] = {
         "config": to_dict(cfg),
         "voices": {split: sorted({s.speaker for s in supervisions[split]}) for split in SPLITS},
@@ -548,13 +602,12 @@ def synthesize_streams(streams: list[_Stream], synth: BatchSynthesizer, max_infl
 
 
 def _remove_stale_wavs(out_dir: Path, keep: set[str]) -> None:
-    """Delete wavs under ``out_dir/wav`` left by an earlier, larger build."""
-    wav_root = out_dir / "wav"
-    if not wav_root.is_dir():
-        return
-    for p in wav_root.glob("*/*/*.wav"):
-        if str(p) not in keep:
-            p.unlink()
+    """Delete wavs of the built splits (``wav/{split}/{lang}/``) left by an earlier, larger
+    build; the audio of imported splits is never touched."""
+    for split in SPLITS:
+        for p in (out_dir / "wav" / split).glob("*/*.wav"):
+            if str(p) not in keep:
+                p.unlink()
 
 
 def load_cuts(corpus_dir: str | Path, split: str) -> Any:
@@ -576,4 +629,10 @@ def load_cuts(corpus_dir: str | Path, split: str) -> Any:
     path = corpus_dir / f"{split}_cuts.jsonl.gz"
     if not path.exists():
         raise DataError(f"{path} is missing; rebuild or re-import the corpus")
-    return CutSet.from_file(path)
+    try:
+        return CutSet.from_file(path)
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:  # gzip, JSON, fields
+        if isinstance(e, OSError) and e.errno is not None:
+            raise  # an operating-system fault (permission, I/O), reported as such
+        raise DataError(f"{path}: corrupt cuts manifest ({type(e).__name__}: {e}); rebuild or "
+                        "re-import the corpus") from None

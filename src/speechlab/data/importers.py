@@ -8,13 +8,26 @@ the embedded corpus, so every recipe reads real and synthetic data the same way
 
 Every recording and transcript is validated on the way in (:mod:`speechlab.audio.io`). With
 ``on_error="raise"`` the first bad utterance stops the import with a message naming it; with
-``"skip"`` it is dropped, counted per reason, and the counts are logged and returned.
+``"skip"`` it is dropped and counted once, under the first reason found (a bad recording
+drops each of its utterances), and the counts are logged and returned.
+
+An import never loses data: a split the directory already holds is replaced only with
+``overwrite=True`` (``--overwrite``), and everything an import makes (the audio of piped
+``wav.scp`` commands, the manifests) is written into a temporary directory inside the corpus
+directory and moved into place at the end, with ``corpus.json`` last; a failed or killed import
+leaves the corpus as it was (a killed one leaves a ``.import-*.tmp`` directory, removed by the
+next import into that directory).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shutil
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -22,6 +35,7 @@ from typing import Any, Callable, Literal
 import soundfile as sf
 
 from speechlab.audio.io import validate_recording, validate_supervision
+from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import (
     CORPUS_FORMAT,
     read_corpus_json,
@@ -36,14 +50,18 @@ from speechlab.data.kaldi import (
     run_wav_command,
 )
 from speechlab.data.text_harvest import LANGUAGES
-from speechlab.errors import DataError
-from speechlab.utils import atomic_path, atomic_write_json
+from speechlab.errors import ConfigError, DataError
+from speechlab.utils import atomic_write_json, make_temp_dir
 
 log = logging.getLogger(__name__)
 
 # Spellings of our languages found in recipes' manifests ("English" in LibriSpeech, "Hindi" in
 # MUCS) -> the tags speechlab uses. Region suffixes ("en-IN", "hi_IN") are stripped first.
 LANGUAGE_NAMES = {"english": "en", "hindi": "hi", "tamil": "ta", "gujarati": "gu"}
+
+MANIFEST_KINDS = ("recordings", "supervisions", "cuts")
+# A split name becomes part of file names: {split}_cuts.jsonl.gz, wav/{split}/.
+_SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
 @dataclass(frozen=True)
@@ -63,23 +81,48 @@ class ImportConfig:
     language: str | None = None
     known_languages: tuple[str, ...] = LANGUAGES
     on_error: Literal["raise", "skip"] = "raise"
-    sample_rate: int = 16000
+    sample_rate: int = ranged(16000, ge=1)
     resample: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.split is not None:
+            check_split_name(self.split)
+
+
+def check_split_name(split: str) -> str:
+    if not _SPLIT_NAME.fullmatch(split):
+        raise ConfigError(f"split name {split!r} must be letters, digits, '_', '-' or '.', "
+                          "starting with a letter or digit (it names files and directories)")
+    return split
 
 
 @dataclass
 class ImportReport:
-    """What an import kept and what it skipped (reason -> count, plus a few examples)."""
+    """What an import kept and what it dropped: each dropped utterance once, with its reason
+    (the first one found), plus a few example messages."""
 
     split: str
     out_dir: Path
     kept: int = 0
-    skipped: Counter = field(default_factory=Counter)
+    dropped: dict[str, str] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
+
+    def drop(self, utterances: list[str], reason: str, err: DataError | None = None) -> None:
+        """Count ``utterances`` as skipped for ``reason``; one already counted stays as it was."""
+        for utt in utterances:
+            self.dropped.setdefault(utt, reason)
+        if err is not None and len(self.examples) < 10:
+            self.examples.append(str(err))
+
+    @property
+    def skipped(self) -> Counter:
+        """Dropped utterances per reason."""
+        return Counter(self.dropped.values())
 
     @property
     def total_skipped(self) -> int:
-        return sum(self.skipped.values())
+        return len(self.dropped)
 
 
 def normalize_language(tag: str | None) -> str | None:
@@ -91,25 +134,26 @@ def normalize_language(tag: str | None) -> str | None:
     return t.split("-")[0] if len(t.split("-")[0]) in (2, 3) else t
 
 
-def _raise(report: ImportReport, reason: str, err: DataError) -> None:
+Policy = Callable[[ImportReport, list[str], str, DataError], None]
+
+
+def _raise(report: ImportReport, utterances: list[str], reason: str, err: DataError) -> None:
     raise err
 
 
-def _skip(report: ImportReport, reason: str, err: DataError) -> None:
-    report.skipped[reason] += 1
-    if len(report.examples) < 10:
-        report.examples.append(str(err))
-    log.debug("skipping: %s", err)
+def _skip(report: ImportReport, utterances: list[str], reason: str, err: DataError) -> None:
+    report.drop(utterances, reason, err)
+    log.debug("skipping %s: %s", utterances, err)
 
 
-# on_error -> what to do with a bad utterance
-ERROR_POLICIES: dict[str, Callable[[ImportReport, str, DataError], None]] = {
+# on_error -> what to do with the utterances of a bad item
+ERROR_POLICIES: dict[str, Policy] = {
     "raise": _raise,
     "skip": _skip,
 }
 
 
-def _policy(cfg: ImportConfig) -> Callable[[ImportReport, str, DataError], None]:
+def _policy(cfg: ImportConfig) -> Policy:
     if cfg.on_error not in ERROR_POLICIES:
         raise DataError(f"on_error must be one of {list(ERROR_POLICIES)}, got {cfg.on_error!r}")
     return ERROR_POLICIES[cfg.on_error]
@@ -121,46 +165,114 @@ def _conform(rec: Any, cfg: ImportConfig) -> Any:
     return rec
 
 
-def finish_import(recordings: list[Any], supervisions: list[Any], out_dir: Path,
-                  cfg: ImportConfig, report: ImportReport, origin: str,
-                  rejected: set[str] | None = None) -> ImportReport:
-    """Validate, drop or raise on bad items, write the split and merge it into corpus.json.
+# --------------------------------------------------------------------------------------------
+# Where an import writes
 
-    ``rejected`` are recording ids already dropped by the caller; their utterances are counted
-    as "recording skipped" rather than reported again.
+
+def check_split_free(out_dir: Path, split: str, sample_rate: int, overwrite: bool) -> None:
+    """Refuse, before any work, an import that would replace a split without ``overwrite`` or
+    mix sample rates in one corpus."""
+    info = read_corpus_json(out_dir)
+    if info and info.get("sample_rate") != sample_rate:
+        raise DataError(f"{out_dir / 'corpus.json'}: corpus is at {info.get('sample_rate')} Hz, "
+                        f"this import at {sample_rate} Hz; import into another directory")
+    listed = (info.get("splits") or {}).get(split)
+    present = [k for k in MANIFEST_KINDS if (out_dir / f"{split}_{k}.jsonl.gz").exists()]
+    if (listed or present) and not overwrite:
+        what = (f"{listed.get('utterances', '?')} utterances, from {listed.get('origin', '?')}"
+                if isinstance(listed, dict) else f"files {split}_*.jsonl.gz")
+        raise DataError(f"{out_dir} already holds split {split!r} ({what}); pass --overwrite "
+                        "to replace it, or import under another name (--split NAME)")
+
+
+@contextmanager
+def _staging(out_dir: Path, split: str) -> Iterator[Path]:
+    """A temporary directory inside ``out_dir`` for everything the import makes; removed at
+    the end whatever happens (its contents are moved out on success). ``out_dir`` itself is
+    removed again if this import created it and failed."""
+    created = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stage = make_temp_dir(out_dir, f"import-{split}")
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        if created:
+            try:
+                out_dir.rmdir()
+            except OSError:
+                pass
+        raise
+    shutil.rmtree(stage, ignore_errors=True)
+
+
+def _moved_sources(rec: Any, stage: Path, final: Path) -> Any:
+    """``rec`` with file sources inside ``stage`` pointed at their place under ``final``."""
+    sources = []
+    for s in rec.sources:
+        p = Path(s.source)
+        if s.type == "file" and p.is_relative_to(stage):
+            s = replace(s, source=str(final / p.relative_to(stage)))
+        sources.append(s)
+    return replace(rec, sources=sources)
+
+
+def _commit(stage: Path, out_dir: Path, split: str, recordings: list[Any],
+            supervisions: list[Any]) -> None:
+    """Move the staged audio and manifests of ``split`` into ``out_dir``."""
+    staged_wav = stage / "wav" / split
+    recordings = [_moved_sources(r, stage, out_dir) for r in recordings]
+    write_split(stage, split, recordings, supervisions)
+    if staged_wav.is_dir():
+        final_wav = out_dir / "wav" / split
+        final_wav.parent.mkdir(parents=True, exist_ok=True)
+        if final_wav.exists():  # the audio of the split being replaced (--overwrite)
+            os.rename(final_wav, stage / "replaced-wav")
+        os.rename(staged_wav, final_wav)
+    for kind in MANIFEST_KINDS:
+        os.replace(stage / f"{split}_{kind}.jsonl.gz", out_dir / f"{split}_{kind}.jsonl.gz")
+
+
+def finish_import(recordings: list[Any], supervisions: list[Any], out_dir: Path,
+                  cfg: ImportConfig, report: ImportReport, origin: str, stage: Path) -> ImportReport:
+    """Validate, drop or raise on bad items, then move the split from ``stage`` into
+    ``out_dir`` and merge it into corpus.json.
+
+    Recordings the caller already rejected are simply absent; their utterances were counted
+    by the caller and are not counted again.
     """
     handle = _policy(cfg)
-    rejected = set(rejected or ())
+    by_recording: dict[str, list[str]] = {}
+    for sup in supervisions:
+        by_recording.setdefault(sup.recording_id, []).append(sup.id)
     good_recs: dict[str, Any] = {}
     for rec in recordings:
         rec = _conform(rec, cfg)
         try:
             validate_recording(rec, cfg.sample_rate, channels=1)
         except DataError as e:
-            handle(report, "bad audio", e)
-            rejected.add(rec.id)
+            handle(report, by_recording.get(rec.id, []), "bad audio", e)
             continue
         good_recs[rec.id] = rec
     kept_sups = []
     for sup in supervisions:
-        if sup.recording_id in rejected:
-            report.skipped["recording skipped"] += 1
+        if sup.id in report.dropped:
             continue
         if sup.recording_id not in good_recs:
-            handle(report, "unknown recording", DataError(
+            handle(report, [sup.id], "unknown recording", DataError(
                 f"utterance {sup.id!r}: its recording {sup.recording_id!r} is not in the "
                 "recordings"))
             continue
         rec = good_recs[sup.recording_id]
         if sup.end > rec.duration + 1e-2:
-            handle(report, "segment past end of audio", DataError(
+            handle(report, [sup.id], "segment past end of audio", DataError(
                 f"utterance {sup.id!r}: ends at {sup.end:.2f} s but recording {rec.id!r} lasts "
                 f"{rec.duration:.2f} s"))
             continue
         try:
             validate_supervision(sup.text, sup.language, cfg.known_languages, utt=sup.id)
         except DataError as e:
-            handle(report, "bad transcript or language", e)
+            handle(report, [sup.id], "bad transcript or language", e)
             continue
         kept_sups.append(sup)
     used = {s.recording_id for s in kept_sups}
@@ -168,8 +280,7 @@ def finish_import(recordings: list[Any], supervisions: list[Any], out_dir: Path,
     if not kept_sups:
         raise DataError(f"{origin}: no usable utterance left to import "
                         f"(skipped: {dict(report.skipped)})")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_split(out_dir, report.split, kept_recs, kept_sups)
+    _commit(stage, out_dir, report.split, kept_recs, kept_sups)
     report.kept = len(kept_sups)
     _merge_corpus_json(out_dir, report.split, kept_sups, origin, cfg)
     if report.total_skipped:
@@ -182,9 +293,6 @@ def _merge_corpus_json(out_dir: Path, split: str, supervisions: list[Any], origi
                        cfg: ImportConfig) -> None:
     info = read_corpus_json(out_dir) or {"format": CORPUS_FORMAT, "sample_rate": cfg.sample_rate,
                                          "splits": {}}
-    if info.get("sample_rate") != cfg.sample_rate:
-        raise DataError(f"{out_dir / 'corpus.json'}: corpus is at {info.get('sample_rate')} Hz, "
-                        f"this import at {cfg.sample_rate} Hz; import into another directory")
     summary = split_summary(supervisions)
     summary["origin"] = origin
     info["splits"][split] = summary
@@ -198,28 +306,27 @@ def _merge_corpus_json(out_dir: Path, split: str, supervisions: list[Any], origi
 # Kaldi
 
 
-def _kaldi_recordings(kdir: KaldiDataDir, out_dir: Path, split: str, report: ImportReport,
-                      handle: Callable[[ImportReport, str, DataError], None]
-                      ) -> tuple[list[Any], set[str]]:
-    """Recordings of wav.scp (and the ids rejected); piped commands are run once and their
-    audio stored as WAV."""
+def _kaldi_recordings(kdir: KaldiDataDir, stage: Path, split: str, report: ImportReport,
+                      handle: Policy) -> list[Any]:
+    """Recordings of wav.scp that can be read; piped commands are run once and their audio
+    stored as WAV under ``stage`` (moved into the corpus when the import succeeds)."""
     from lhotse import AudioSource, Recording
 
-    needed = {kdir.recording_of(u) for u in kdir.utterances}
+    utts_of: dict[str, list[str]] = {}
+    for u in kdir.utterances:
+        utts_of.setdefault(kdir.recording_of(u), []).append(u)
     recs = []
-    rejected: set[str] = set()
     scp = kdir.path / "wav.scp"
-    for rec_id in sorted(needed):
+    for rec_id in sorted(utts_of):
         entry = kdir.wav[rec_id]
         try:
             if is_command(entry.value):
                 audio, sr = run_wav_command(entry.value, file=scp, line=entry.line, rec=rec_id)
                 # Store the command's output: training reads it many times, the command runs
                 # once, and the file can be validated like any other.
-                wav = out_dir / "wav" / split / f"{rec_id}.wav"
-                with atomic_path(wav) as tmp:
-                    sf.write(tmp, audio, sr, subtype="PCM_16", format="WAV")
-                path = wav
+                path = stage / "wav" / split / f"{rec_id}.wav"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                sf.write(path, audio, sr, subtype="PCM_16", format="WAV")
             else:
                 path = resolve_wav_path(entry.value, kdir.path)
             info = sf.info(str(path)) if path.exists() else None
@@ -227,53 +334,56 @@ def _kaldi_recordings(kdir: KaldiDataDir, out_dir: Path, split: str, report: Imp
                 raise DataError(f"{scp}:{entry.line} (recording {rec_id!r}): audio file "
                                 f"{path} does not exist")
         except (sf.LibsndfileError, RuntimeError) as e:
-            handle(report, "bad audio", DataError(
+            handle(report, utts_of[rec_id], "bad audio", DataError(
                 f"{scp}:{entry.line} (recording {rec_id!r}): unreadable audio {entry.value!r} "
                 f"({e})"))
-            rejected.add(rec_id)
             continue
         except DataError as e:
-            handle(report, "bad audio", e)
-            rejected.add(rec_id)
+            handle(report, utts_of[rec_id], "bad audio", e)
             continue
         recs.append(Recording(
             id=rec_id, sources=[AudioSource(type="file", channels=list(range(info.channels)),
                                             source=str(path))],
             sampling_rate=int(info.samplerate), num_samples=int(info.frames),
             duration=round(info.frames / info.samplerate, 6)))
-    return recs, rejected
+    return recs
 
 
 def import_kaldi(kaldi_dir: str | Path, out_dir: str | Path,
-                 cfg: ImportConfig = ImportConfig()) -> ImportReport:
-    """Import a Kaldi data directory as split ``cfg.split`` (default: its directory name)."""
+                 cfg: ImportConfig = ImportConfig(), *, overwrite: bool = False) -> ImportReport:
+    """Import a Kaldi data directory as split ``cfg.split`` (default: its directory name).
+
+    An existing split of that name is replaced only with ``overwrite``.
+    """
     from lhotse import SupervisionSegment
 
     kdir = read_kaldi_dir(kaldi_dir)
     out_dir = Path(out_dir).resolve()
-    split = cfg.split or kdir.path.resolve().name
+    split = check_split_name(cfg.split or kdir.path.resolve().name)
     handle = _policy(cfg)
+    check_split_free(out_dir, split, cfg.sample_rate, overwrite)
     report = ImportReport(split=split, out_dir=out_dir)
-    recs, rejected = _kaldi_recordings(kdir, out_dir, split, report, handle)
-    by_id = {r.id: r for r in recs}
-    sups = []
-    for utt in kdir.utterances:
-        lang_entry = kdir.utt2lang.get(utt) if kdir.utt2lang is not None else None
-        language = normalize_language(lang_entry.value if lang_entry else cfg.language)
-        rec_id = kdir.recording_of(utt)
-        if kdir.segments is not None:
-            seg = kdir.segments[utt]
-            start = seg.start
-            end = seg.end if seg.end is not None else (
-                by_id[rec_id].duration if rec_id in by_id else start)
-        else:
-            start, end = 0.0, by_id[rec_id].duration if rec_id in by_id else 0.0
-        sups.append(SupervisionSegment(
-            id=utt, recording_id=rec_id, start=start, duration=round(max(end - start, 0.0), 6),
-            channel=0, text=kdir.text[utt].value, language=language,
-            speaker=kdir.utt2spk[utt].value))
-    return finish_import(recs, sups, out_dir, cfg, report, f"kaldi:{kdir.path.resolve()}",
-                         rejected)
+    with _staging(out_dir, split) as stage:
+        recs = _kaldi_recordings(kdir, stage, split, report, handle)
+        by_id = {r.id: r for r in recs}
+        sups = []
+        for utt in kdir.utterances:
+            lang_entry = kdir.utt2lang.get(utt) if kdir.utt2lang is not None else None
+            language = normalize_language(lang_entry.value if lang_entry else cfg.language)
+            rec_id = kdir.recording_of(utt)
+            if kdir.segments is not None:
+                seg = kdir.segments[utt]
+                start = seg.start
+                end = seg.end if seg.end is not None else (
+                    by_id[rec_id].duration if rec_id in by_id else start)
+            else:
+                start, end = 0.0, by_id[rec_id].duration if rec_id in by_id else 0.0
+            sups.append(SupervisionSegment(
+                id=utt, recording_id=rec_id, start=start,
+                duration=round(max(end - start, 0.0), 6), channel=0,
+                text=kdir.text[utt].value, language=language, speaker=kdir.utt2spk[utt].value))
+        return finish_import(recs, sups, out_dir, cfg, report, f"kaldi:{kdir.path.resolve()}",
+                             stage)
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,29 +391,42 @@ def import_kaldi(kaldi_dir: str | Path, out_dir: str | Path,
 
 
 def import_lhotse(recordings: str | Path, supervisions: str | Path, out_dir: str | Path,
-                  cfg: ImportConfig) -> ImportReport:
-    """Import a lhotse recipe's RecordingSet + SupervisionSet files as split ``cfg.split``."""
+                  cfg: ImportConfig, *, overwrite: bool = False) -> ImportReport:
+    """Import a lhotse recipe's RecordingSet + SupervisionSet files as split ``cfg.split``.
+
+    An existing split of that name is replaced only with ``overwrite``.
+    """
     from lhotse import RecordingSet, SupervisionSet
 
     if not cfg.split:
         raise DataError("importing lhotse manifests needs a split name (--split train/dev/test)")
-    recs = _load_manifest(RecordingSet, Path(recordings), "RecordingSet")
-    sups = _load_manifest(SupervisionSet, Path(supervisions), "SupervisionSet")
+    out = Path(out_dir).resolve()
+    from lhotse import Recording, SupervisionSegment
+
+    recs = _load_manifest(RecordingSet, Recording, Path(recordings), "RecordingSet")
+    sups = _load_manifest(SupervisionSet, SupervisionSegment, Path(supervisions), "SupervisionSet")
+    check_split_free(out, cfg.split, cfg.sample_rate, overwrite)
     fixed_recs = [_absolute_sources(r) for r in recs]
     fixed_sups = [replace(s, language=normalize_language(s.language)
                           or normalize_language(cfg.language)) for s in sups]
-    out = Path(out_dir).resolve()
-    return finish_import(fixed_recs, fixed_sups, out, cfg, ImportReport(cfg.split, out),
-                         f"lhotse:{Path(recordings).resolve()}")
+    with _staging(out, cfg.split) as stage:
+        return finish_import(fixed_recs, fixed_sups, out, cfg, ImportReport(cfg.split, out),
+                             f"lhotse:{Path(recordings).resolve()}", stage)
 
 
-def _load_manifest(cls: Any, path: Path, kind: str) -> list[Any]:
+def _load_manifest(cls: Any, item_cls: type, path: Path, kind: str) -> list[Any]:
     if not path.exists():
         raise DataError(f"{path}: {kind} manifest does not exist")
     try:
-        return list(cls.from_file(path))
+        items = list(cls.from_file(path))
     except Exception as e:  # noqa: BLE001 - lhotse raises KeyError/ValueError/JSON errors
         raise DataError(f"{path}: not a valid lhotse {kind} ({type(e).__name__}: {e})") from None
+    # lhotse reads any manifest into any set: a CutSet given as recordings loads as cuts.
+    wrong = next((x for x in items if not isinstance(x, item_cls)), None)
+    if wrong is not None:
+        raise DataError(f"{path}: not a lhotse {kind}: it holds {type(wrong).__name__} items "
+                        f"(e.g. {getattr(wrong, 'id', '?')!r}); give the {kind} file")
+    return items
 
 
 def _absolute_sources(rec: Any) -> Any:

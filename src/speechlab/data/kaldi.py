@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from speechlab.audio.io import FLOAT_SUBTYPES, check_finite, wav_shortfall
 from speechlab.errors import DataError, where
 
 REQUIRED_FILES = ("wav.scp", "text", "utt2spk")
@@ -176,10 +177,19 @@ def run_wav_command(value: str, *, file: Path, line: int, rec: str,
         raise DataError(f"{loc}: command timed out after {timeout:.0f} s: {cmd}") from None
     if r.returncode != 0:
         err = r.stderr.decode(errors="replace").strip()[-300:]
-        raise DataError(f"{loc}: command failed (exit {r.returncode}): {cmd}: {err}")
+        raise DataError(f"{loc}: command failed (exit {r.returncode}): {cmd}"
+                        + (f": {err}" if err else ""))
     if not r.stdout:
         raise DataError(f"{loc}: command wrote no audio: {cmd}")
+    shortfall = wav_shortfall(io.BytesIO(r.stdout), len(r.stdout))
+    if shortfall is not None and shortfall[1] < shortfall[0]:
+        raise DataError(f"{loc}: command output is truncated: its WAV header declares "
+                        f"{shortfall[0]} data bytes but {shortfall[1]} came: {cmd}")
     try:
+        if sf.info(io.BytesIO(r.stdout)).subtype in FLOAT_SUBTYPES:
+            # NaN would silently become some integer below; refuse it here.
+            floats, sr = sf.read(io.BytesIO(r.stdout), dtype="float32")
+            check_finite(floats, f"{loc}: output of {cmd}", int(sr))
         audio, sr = sf.read(io.BytesIO(r.stdout), dtype="int16")
     except (sf.LibsndfileError, RuntimeError) as e:
         raise DataError(f"{loc}: command output is not audio ({e}): {cmd}") from None

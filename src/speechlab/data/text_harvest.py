@@ -20,8 +20,6 @@ are unavailable (no network, package gone), the lists are topped up with word-li
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import html
 import io
 import json
@@ -42,6 +40,7 @@ from typing import Callable, Iterable, Iterator
 
 from speechlab.errors import DataError, MissingToolError
 from speechlab.utils import atomic_path, atomic_write_json
+from speechlab.utils import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -550,18 +549,6 @@ def _read_list(path: Path) -> list[Sentence]:
     return out
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Exclusive lock so concurrent test runs build the cache once, not race on it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def harvest_sentences(languages: Iterable[str] = LANGUAGES, cache_dir: Path | None = None,
                       *, refresh: bool = False,
                       target: int = TARGET_SENTENCES) -> dict[str, list[Sentence]]:
@@ -583,7 +570,7 @@ def harvest_sentences(languages: Iterable[str] = LANGUAGES, cache_dir: Path | No
         raise DataError(f"unknown language(s) {unknown}; known: {list(SCRIPTS)}")
     text_dir = _text_dir(cache_dir)
     manifest_path = text_dir / "manifest.json"
-    with _locked(text_dir.with_name(text_dir.name + ".lock")):
+    with file_lock(text_dir.with_name(text_dir.name + ".lock")):
         manifest = {}
         if manifest_path.exists() and not refresh:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))

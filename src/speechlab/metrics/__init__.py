@@ -9,7 +9,13 @@ from speechlab.metrics.error_rate import (
     werr,
     word_weighted_average,
 )
-from speechlab.metrics.lid import LidAccuracy, lid_accuracy, lid_by_script, script_of
+from speechlab.metrics.lid import (
+    LidAccuracy,
+    lid_accuracy,
+    lid_by_script,
+    script_of,
+    utterance_lid_accuracy,
+)
 from speechlab.metrics.stats import PairedBootstrap, bootstrap_ci, paired_bootstrap
 
 __all__ = [
@@ -24,6 +30,7 @@ __all__ = [
     "lid_by_script",
     "paired_bootstrap",
     "script_of",
+    "utterance_lid_accuracy",
     "wer",
     "werr",
     "word_weighted_average",

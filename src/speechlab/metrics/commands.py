@@ -4,7 +4,12 @@ Both files hold one utterance per line, ``utt-id word word ...`` (an id alone is
 transcript). Every utterance must appear exactly once on each side; a malformed line or an id
 present on one side only is reported with the file and line it comes from. The file paths and
 the ``--cer`` switch are plain options; the scoring options (bootstrap level, resamples, seed,
-whether CER keeps spaces) come from :class:`ScoreConfig` through ``speechlab.config``.
+whether CER keeps spaces, Unicode normalisation) come from :class:`ScoreConfig` through
+``speechlab.config``.
+
+Both files are put in Unicode NFC before scoring (``--normalization none`` turns that off):
+the same text with precomposed or combining characters is the same text (see
+:mod:`speechlab.metrics.error_rate`).
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
-from speechlab.config import add_config_args, config_from_args, to_dict
+from speechlab.config import add_config_args, check_fields, config_from_args, ranged, to_dict
 from speechlab.errors import DataError, where
 from speechlab.metrics.error_rate import ErrorRate, cer, wer
 from speechlab.metrics.stats import bootstrap_ci
@@ -25,9 +31,14 @@ class ScoreConfig:
     """Options of ``speechlab score`` besides the input/output files."""
 
     spaces: bool = False  # with --cer: score the space between words as a character too
-    level: float = 0.95  # confidence level of the bootstrap interval
-    num_resamples: int = 1000  # bootstrap replicates; 0 skips the interval
-    seed: int = 0
+    level: float = ranged(0.95, gt=0, lt=1)  # confidence level of the bootstrap interval
+    num_resamples: int = ranged(1000, ge=0)  # bootstrap replicates; 0 skips the interval
+    seed: int = ranged(0, ge=0)
+    # Unicode normal form of both sides before scoring; "none" scores code points as given.
+    normalization: Literal["NFC", "NFKC", "NFD", "NFKD", "none"] = "NFC"
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def read_transcripts(path: str | Path) -> dict[str, str]:
@@ -69,7 +80,7 @@ def _missing(ids: list[str], in_path: Path, from_path: Path) -> DataError:
 
 
 def score_files(ref_path: str | Path, hyp_path: str | Path, *, char: bool = False,
-                spaces: bool = False) -> ErrorRate:
+                spaces: bool = False, normalization: str | None = "NFC") -> ErrorRate:
     """WER (or CER with ``char``) of the hypothesis file against the reference file."""
     ref_path, hyp_path = Path(ref_path), Path(hyp_path)
     refs = read_transcripts(ref_path)
@@ -84,13 +95,14 @@ def score_files(ref_path: str | Path, hyp_path: str | Path, *, char: bool = Fals
     ref_texts = [refs[u] for u in ids]
     hyp_texts = [hyps[u] for u in ids]
     if char:
-        return cer(ref_texts, hyp_texts, ids, spaces=spaces)
-    return wer(ref_texts, hyp_texts, ids)
+        return cer(ref_texts, hyp_texts, ids, spaces=spaces, normalization=normalization)
+    return wer(ref_texts, hyp_texts, ids, normalization=normalization)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(ScoreConfig, args)
-    result = score_files(args.ref, args.hyp, char=args.cer, spaces=cfg.spaces)
+    result = score_files(args.ref, args.hyp, char=args.cer, spaces=cfg.spaces,
+                         normalization=cfg.normalization)
     print(result)
     print(f"%SER {100 * result.sentence_error_rate:.2f} [ {result.sentence_errors} / "
           f"{result.sentences} ]")
@@ -117,4 +129,4 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="also write counts, interval and per-utterance details as JSON")
     add_config_args(p, ScoreConfig)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, outputs={"json": "file"})

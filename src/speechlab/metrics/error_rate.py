@@ -10,9 +10,16 @@ into the "word weighted WER" the multi-softmax paper averages with (Table 2 capt
 
 Conventions (chosen once here so every table agrees):
 
+* Both sides are put in Unicode normal form NFC before anything is counted (``normalization``,
+  default ``"NFC"``; ``None`` scores the code points as given). One written text has several
+  code-point spellings: Latin "é" precomposed or as "e" + U+0301; Devanagari "क़" as U+0958 or
+  "क" + nukta U+093C; Tamil "கொ" with the two-part vowel sign U+0BCA or U+0BC6 + U+0BBE.
+  Without normalisation a reference typed one way and a hypothesis decoded the other would
+  score as all wrong. NFC (not NFKC) keeps compatibility characters such as ligatures and
+  full-width forms distinct, as a transcriber wrote them.
 * Words are whitespace-separated tokens; no case folding or punctuation removal is done here
   (normalise text before scoring).
-* Characters are Unicode code points, without normalisation. By default whitespace is dropped
+* Characters are Unicode code points (after NFC). By default whitespace is dropped
   before counting characters (``spaces=False``), so the CER measures the symbols only; with
   ``spaces=True`` each run of whitespace between words counts as one ``" "`` symbol and word
   boundary errors are scored too (this matches ``jiwer.cer``).
@@ -25,6 +32,7 @@ Conventions (chosen once here so every table agrees):
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +42,8 @@ import kaldialign
 from speechlab.errors import DataError
 
 UNITS = ("word", "char")
+# Unicode normal forms scoring may apply (None: none).
+NORMALIZATIONS = ("NFC", "NFKC", "NFD", "NFKD")
 
 
 @dataclass(frozen=True)
@@ -187,6 +197,15 @@ def _chars_with_spaces(text: str) -> list[str]:
     return list(" ".join(text.split()))
 
 
+def _normalizer(normalization: str | None) -> Callable[[str], str]:
+    if normalization is None or normalization == "none":
+        return lambda s: s
+    if normalization not in NORMALIZATIONS:
+        raise ValueError(f"normalization must be one of {NORMALIZATIONS} or None, got "
+                         f"{normalization!r}")
+    return lambda s: unicodedata.normalize(normalization, s)
+
+
 def _check_inputs(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None) -> None:
     # A bare string is a sequence of characters: scoring it would silently give a character
     # rate over one "utterance" per character, so refuse it.
@@ -201,8 +220,10 @@ def _check_inputs(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] |
 
 
 def _score(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None,
-           tokenize: Callable[[str], list[str]], unit: str) -> ErrorRate:
+           tokenize: Callable[[str], list[str]], unit: str,
+           normalization: str | None) -> ErrorRate:
     _check_inputs(refs, hyps, ids)
+    norm = _normalizer(normalization)
     per_utt = []
     for i, (ref, hyp) in enumerate(zip(refs, hyps)):
         utt = ids[i] if ids is not None else None
@@ -210,7 +231,7 @@ def _score(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None,
             label = utt if utt is not None else f"#{i}"
             raise DataError(f"utterance {label}: reference and hypothesis must be strings, got "
                             f"{type(ref).__name__} and {type(hyp).__name__}")
-        r, h = tokenize(ref), tokenize(hyp)
+        r, h = tokenize(norm(ref)), tokenize(norm(hyp))
         d = kaldialign.edit_distance(r, h)
         per_utt.append(UtteranceErrors(utt, len(r), len(h), d["sub"], d["del"], d["ins"]))
     return ErrorRate(
@@ -226,28 +247,32 @@ def _score(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None,
     )
 
 
-def wer(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None = None) -> ErrorRate:
+def wer(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None = None, *,
+        normalization: str | None = "NFC") -> ErrorRate:
     """Word error rate of ``hyps`` against ``refs`` (parallel lists, words split on whitespace).
 
-    ``ids`` (optional, same length) label the per-utterance entries.
+    ``ids`` (optional, same length) label the per-utterance entries; ``normalization`` is the
+    Unicode normal form both sides are put in first (module doc; None: none).
     """
-    return _score(refs, hyps, ids, _words, "word")
+    return _score(refs, hyps, ids, _words, "word", normalization)
 
 
 def cer(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None = None, *,
-        spaces: bool = False) -> ErrorRate:
+        spaces: bool = False, normalization: str | None = "NFC") -> ErrorRate:
     """Character (code point) error rate; whitespace is dropped unless ``spaces`` (module doc)."""
     tokenize = _chars_with_spaces if spaces else _chars_without_spaces
-    return _score(refs, hyps, ids, tokenize, "char")
+    return _score(refs, hyps, ids, tokenize, "char", normalization)
 
 
-def align_words(ref: str, hyp: str) -> list[tuple[str | None, str | None]]:
+def align_words(ref: str, hyp: str, *,
+                normalization: str | None = "NFC") -> list[tuple[str | None, str | None]]:
     """One minimum-edit alignment of two transcripts as ``(ref_word, hyp_word)`` pairs.
 
     ``None`` marks the empty side of an insertion (ref) or deletion (hyp). Words are mapped to
     integers first so that no word can collide with the epsilon symbol.
     """
-    r, h = ref.split(), hyp.split()
+    norm = _normalizer(normalization)
+    r, h = norm(ref).split(), norm(hyp).split()
     vocab: dict[str, int] = {}
     ri = [vocab.setdefault(w, len(vocab)) for w in r]
     hi = [vocab.setdefault(w, len(vocab)) for w in h]

@@ -210,3 +210,17 @@ def lid_by_script(hyps: Sequence[str], true_langs: Sequence[str],
         else:
             preds.append(f"script:{script}")
     return lid_accuracy(true_langs, preds)
+
+
+def utterance_lid_accuracy(lid_logits, lengths, language_ids) -> float:
+    """Fraction of utterances whose frame-averaged LID posteriors pick the true language.
+
+    lid_logits (B,T,L) per-frame language logits, lengths (B,) real frames per row,
+    language_ids (B,) the true language ids. Padding frames do not count; this is the decision
+    rule of LID-free decoding (Section 4.2 of the multi-softmax paper), on a whole batch.
+    """
+    from speechlab.nn.mask import lengths_to_mask
+
+    mask = lengths_to_mask(lengths, lid_logits.shape[1], device=lid_logits.device)
+    posteriors = (lid_logits.detach().softmax(-1) * mask[..., None].to(lid_logits.dtype)).sum(1)
+    return float((posteriors.argmax(-1) == language_ids.to(posteriors.device)).float().mean())

@@ -112,6 +112,8 @@ def _run_html(results: Results, run_dir: Path, anchor: str) -> tuple[str, list[t
     toc: list[tuple[str, str]] = []
     parts = [f'<section class="run" id="{anchor}">', f"<h2>{e(results.title)}</h2>",
              f'<p class="source">{e(str(run_dir))}</p>']
+    if results.scale:
+        parts.append(f'<p class="scale">Scale: <strong>{e(results.scale)}</strong></p>')
     if results.notes:
         parts.append(_MARKDOWN.render(results.notes))
     for i, table in enumerate(results.tables, start=1):

@@ -157,13 +157,15 @@ class Figure:
 @dataclass(frozen=True)
 class Results:
     """Everything one run reports. ``notes`` is markdown; ``meta`` is JSON-ready run info
-    (see :func:`collect_meta`)."""
+    (see :func:`collect_meta`); ``scale`` names the recipe scale that produced the run (shown
+    at the top of its section in every report)."""
 
     title: str
     tables: list[Table] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     notes: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    scale: str = ""
 
     def table(self, name: str) -> Table:
         for t in self.tables:
@@ -177,6 +179,7 @@ class Results:
             "format": _FORMAT,
             "version": _VERSION,
             "title": self.title,
+            "scale": self.scale,
             "notes": self.notes,
             "tables": [t.to_dict() for t in self.tables],
             "figures": [f.to_dict() for f in self.figures],
@@ -193,13 +196,15 @@ class Results:
         return cls(title=d["title"], notes=d.get("notes", ""),
                    tables=[Table.from_dict(t) for t in d["tables"]],
                    figures=[Figure.from_dict(f) for f in d["figures"]],
-                   meta=dict(d.get("meta", {})))
+                   meta=dict(d.get("meta", {})), scale=str(d.get("scale", "")))
 
     def to_markdown(self, heading_level: int = 1, figure_dir: str = "") -> str:
         """Markdown rendering; figure links are prefixed with ``figure_dir`` (relative path of
         the run directory as seen from where the markdown file will live)."""
         h = "#" * heading_level
         parts = [f"{h} {self.title}"]
+        if self.scale:
+            parts.append(f"*Scale: `{self.scale}`*")
         if self.notes:
             parts.append(self.notes.strip())
         for t in self.tables:

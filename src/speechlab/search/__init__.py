@@ -1,4 +1,4 @@
-"""Search shared by every decoder in speechlab (RNN-T now, CTC prefix and WFST search later)."""
+"""Search shared by every decoder in speechlab: RNN-T and CTC prefix search, WFST later."""
 
 from speechlab.search.beam import (
     MERGES,
@@ -7,7 +7,9 @@ from speechlab.search.beam import (
     log_add,
     merge_logadd,
     merge_max,
+    select,
     topk_together,
 )
 
-__all__ = ["MERGES", "Beam", "Hypothesis", "log_add", "merge_logadd", "merge_max", "topk_together"]
+__all__ = ["MERGES", "Beam", "Hypothesis", "log_add", "merge_logadd", "merge_max", "select",
+           "topk_together"]

@@ -2,18 +2,27 @@
 
 Model-agnostic on purpose: RNN-T search (``speechlab.asr.rnnt.search``) keys hypotheses by their
 label sequence and log-adds the scores of different alignments of the same labels; a CTC prefix
-search or a WFST Viterbi search keys them by prefix or graph state and merges with log-add or
-max. Nothing here knows about tensors: a hypothesis carries whatever ``state`` its search needs.
+search (``speechlab.asr.ctc.prefix_search``) keys them by prefix and merges the blank- and
+label-ending sums separately; a WFST Viterbi search would key them by graph state and merge
+with max. Nothing here knows about tensors: a hypothesis carries whatever ``state`` its search
+needs.
+
+One pruning rule for every search, :func:`select`: the ``k`` best, ties broken by position
+(insertion order), optionally only those within a threshold of the best. :class:`Beam` uses it
+on its hypotheses; a search that keeps its scores in arrays (the CTC prefix search updates
+every hypothesis of a frame in one numpy operation) calls it on the array directly.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numba
+import numpy as np
 
 
 def log_add(a: float, b: float) -> float:
@@ -55,6 +64,33 @@ class Hypothesis:
 
 
 Merge = Callable[[Hypothesis, Hypothesis], Hypothesis]
+
+
+def select(scores: Sequence[float] | np.ndarray, k: int,
+           threshold: float | None = None) -> np.ndarray:
+    """Indices of the ``k`` best scores, best first, ties by position; with ``threshold``
+    only those within it (log units) of the best. scores (N,) -> (<= k,) int64.
+
+    Compiled searches call :func:`select_kernel`, the same rule as a numba function."""
+    if k < 1:
+        raise ValueError(f"beam width must be >= 1, got {k}")
+    x = np.ascontiguousarray(scores, dtype=np.float64)
+    return select_kernel(x, k, math.inf if threshold is None else float(threshold))
+
+
+@numba.njit(cache=True, nogil=True)
+def select_kernel(scores: np.ndarray, k: int, threshold: float) -> np.ndarray:
+    """:func:`select` for numba code: scores (N,) float64, ``threshold`` inf for none."""
+    if scores.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    order = np.argsort(-scores, kind="mergesort")[:k]  # mergesort: stable, ties by position
+    if threshold == math.inf:
+        return order
+    floor = scores[order[0]] - threshold
+    n = 0
+    while n < order.shape[0] and scores[order[n]] >= floor:
+        n += 1
+    return order[:n]
 
 
 def merge_logadd(old: Hypothesis, new: Hypothesis) -> Hypothesis:
@@ -116,17 +152,17 @@ class Beam:
         return max(self._hyps.values(), key=lambda h: h.score)  # first of equals wins
 
     def topk(self, k: int) -> Beam:
-        """The ``k`` best hypotheses as a new Beam (same merge rule)."""
+        """The ``k`` best hypotheses as a new Beam (same merge rule): all of them, in
+        insertion order, if there are at most ``k``; else best first (:func:`select`)."""
         if k < 1:
             raise ValueError(f"beam width must be >= 1, got {k}")
-        if len(self._hyps) <= k:
-            kept = list(self._hyps.values())
-        else:
-            kept = heapq.nlargest(k, self._hyps.values(), key=lambda h: h.score)
-        return Beam(kept, merge=self.merge)
+        hyps = list(self._hyps.values())
+        if len(hyps) <= k:
+            return Beam(hyps, merge=self.merge)
+        return Beam((hyps[i] for i in select([h.score for h in hyps], k)), merge=self.merge)
 
     def prune(self, threshold: float) -> Beam:
-        """Keep hypotheses within ``threshold`` (log units) of the best."""
+        """Keep hypotheses within ``threshold`` (log units) of the best, in insertion order."""
         if not self._hyps:
             return self.empty_like()
         floor = self.best().score - threshold

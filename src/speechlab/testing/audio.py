@@ -98,3 +98,25 @@ def synth_cut(text: str, language: str, path: str | Path, cut_id: str | None = N
     if cut_id is None:
         cut_id = f"{language}-{hashlib.md5(text.encode()).hexdigest()[:8]}"
     return _cut_for(path, text, language, cut_id)
+
+
+def nonfinite_wav(path: str | Path, duration: float = 1.0, value: float = float("nan"),
+                  at: float = 0.5, count: int = 100, sampling_rate: int = 16000) -> Path:
+    """A 32-bit float WAV whose samples from ``at`` seconds on (``count`` of them) are ``value``
+    (NaN or inf): what a broken resampler or a division by zero upstream writes. Only float
+    formats can hold such samples, so this is the bad input every audio check must refuse."""
+    import soundfile as sf
+
+    path = Path(path)
+    x = tone_samples(duration, sampling_rate=sampling_rate)
+    start = int(at * sampling_rate)
+    x[start:start + count] = value
+    with atomic_path(path) as tmp:
+        sf.write(str(tmp), x, sampling_rate, subtype="FLOAT", format="WAV")
+    return path
+
+
+def nonfinite_cut(path: str | Path, cut_id: str = "nonfinite", text: str | None = "hello",
+                  language: str | None = "en", value: float = float("nan")):
+    """:func:`nonfinite_wav` as a ``MonoCut`` (with a supervision if ``text`` is given)."""
+    return _cut_for(nonfinite_wav(path, value=value), text, language, cut_id)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
 
 
@@ -25,12 +26,15 @@ class OptimConfig:
     """
 
     name: Literal["adam", "adamw"] = "adam"
-    lr: float = 1e-3
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    lr: float = ranged(1e-3, gt=0)
+    betas: tuple[float, float] = ranged((0.9, 0.999), ge=0, lt=1)
+    eps: float = ranged(1e-8, ge=0)
     # Adam: L2 penalty added to the gradient; AdamW: decoupled decay. Either way it only touches
     # parameters that received a gradient in the step.
-    weight_decay: float = 0.0
+    weight_decay: float = ranged(0.0, ge=0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -45,48 +49,43 @@ class ScheduleConfig:
     """
 
     name: Literal["constant", "warmup_linear", "noam"] = "constant"
-    warmup_steps: int = 0
+    warmup_steps: int = ranged(0, ge=0)
     # None: the run's ``TrainConfig.max_steps``.
-    total_steps: int | None = None
-    final_lr_scale: float = 0.0
-    model_dim: int = 256
+    total_steps: int | None = ranged(None, ge=1)
+    final_lr_scale: float = ranged(0.0, ge=0)
+    model_dim: int = ranged(256, ge=1)
 
     def __post_init__(self) -> None:
-        if self.warmup_steps < 0:
-            raise ConfigError(f"schedule.warmup_steps must be >= 0, got {self.warmup_steps}")
+        check_fields(self)
         if self.name == "noam" and self.warmup_steps < 1:
             raise ConfigError("schedule.name=noam needs schedule.warmup_steps >= 1")
-        if self.name == "noam" and self.model_dim < 1:
-            raise ConfigError(f"schedule.model_dim must be >= 1, got {self.model_dim}")
-        if self.total_steps is not None and self.total_steps < 1:
-            raise ConfigError(f"schedule.total_steps must be >= 1, got {self.total_steps}")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """The training loop. Step counts are optimiser updates (skipped batches do not count)."""
 
-    max_steps: int = 1000
+    max_steps: int = ranged(1000, ge=1)
     # Clip the global gradient norm to this value; 0 disables clipping (the norm is still logged).
-    grad_clip: float = 0.0
-    log_every: int = 10
+    grad_clip: float = ranged(0.0, ge=0)
+    log_every: int = ranged(10, ge=1)
     # Run ``Task.validate`` every this many updates and after the last one; 0 never validates.
-    valid_every: int = 0
+    valid_every: int = ranged(0, ge=0)
     # Save a resumable checkpoint every this many updates and/or seconds; 0 disables either
     # trigger. A final checkpoint is always written when the run ends.
-    checkpoint_every: int = 0
-    checkpoint_seconds: float = 0.0
+    checkpoint_every: int = ranged(0, ge=0)
+    checkpoint_seconds: float = ranged(0.0, ge=0)
     # Periodic checkpoints kept on disk (best.pt is kept separately); 0 keeps all of them.
-    keep_checkpoints: int = 3
+    keep_checkpoints: int = ranged(3, ge=0)
     early_stop_metric: str = "loss"
     early_stop_mode: Literal["min", "max"] = "min"
     # A validation counts as an improvement only if it beats the best by more than this.
-    early_stop_min_delta: float = 0.0
+    early_stop_min_delta: float = ranged(0.0, ge=0)
     # Stop after this many validations without improvement; 0 never stops early.
-    patience: int = 0
+    patience: int = ranged(0, ge=0)
     # Give up (with an error) after this many non-finite batches in a row: the run has diverged.
-    max_consecutive_nonfinite: int = 100
-    seed: int = 0
+    max_consecutive_nonfinite: int = ranged(100, ge=1)
+    seed: int = ranged(0, ge=0)
     tensorboard: bool = False
     # A rich progress bar with ETA on interactive terminals (never in non-TTY runs, never on
     # ranks other than 0, never when SPEECHLAB_PROGRESS=0).
@@ -98,12 +97,6 @@ class TrainConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "log_every", "max_consecutive_nonfinite"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("grad_clip", "valid_every", "checkpoint_every", "checkpoint_seconds",
-                     "keep_checkpoints", "patience", "early_stop_min_delta"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        check_fields(self)
         if self.patience > 0 and self.valid_every == 0:
             raise ConfigError("patience > 0 needs valid_every > 0: early stopping counts validations")

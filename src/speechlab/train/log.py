@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from speechlab.utils import atomic_write_text
+from speechlab.utils import atomic_write_text, naming
 
 logger = logging.getLogger("speechlab.train")
 
@@ -57,11 +57,14 @@ class MetricsLog:
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        if self._file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
-        self._file.write(_dumps(record) + "\n")
-        self._file.flush()
+        try:
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", encoding="utf-8")
+            self._file.write(_dumps(record) + "\n")
+            self._file.flush()
+        except OSError as e:  # a full disk names no file when write() fails: name the log
+            raise naming(e, self.path) from None
 
     def close(self) -> None:
         if self._file is not None:

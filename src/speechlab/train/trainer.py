@@ -9,7 +9,16 @@ bottom: batch -> loss -> finite? -> backward -> clip -> step -> schedule -> log 
 Resuming is automatic and exact: ``fit()`` continues from the newest checkpoint in ``out_dir``
 with the model, optimiser, schedule, sampler position and every RNG restored, so a run killed at
 any moment and restarted produces the same per-step losses and final weights as one that was
-never interrupted (on CPU, with a deterministic task).
+never interrupted (on CPU, with a deterministic task). A run stopped by a fault (disk full while
+writing a checkpoint) loses nothing either: checkpoints are written under a temporary name and
+renamed, so the previous one is intact and a rerun resumes from it.
+
+Which weights a run leaves to use (:attr:`TrainResult.checkpoint`): ``best.pt``, the best
+validation so far, if any validation gave a finite metric; otherwise the last checkpoint. A
+validation whose metric is not finite (NaN when there was nothing to validate, e.g. every dev
+utterance of the model's language was skipped; inf or NaN when the model diverged) is logged
+with a warning, never counts as an improvement, and, if NaN, does not count against
+``patience`` either.
 """
 
 from __future__ import annotations
@@ -141,6 +150,12 @@ class TrainResult:
     last_checkpoint: Path | None
     best_checkpoint: Path | None
 
+    @property
+    def checkpoint(self) -> Path | None:
+        """The weights to use: the best checkpoint, or the last one when no validation gave a
+        finite metric (or there was no validation)."""
+        return self.best_checkpoint or self.last_checkpoint
+
 
 @dataclass
 class _LoopState:
@@ -201,11 +216,16 @@ class Trainer:
     only rank 0 writes; every rank reads the checkpoint on resume.
 
     ``progress``: force the progress bar on/off (default: ``cfg.progress`` on a TTY).
+    ``model_config``: a plain dict saying how to rebuild ``model`` (see
+    :class:`speechlab.experiment.trained.ModelCard`), stored in every checkpoint so that the
+    trained model rebuilds from its directory alone.
     """
 
     def __init__(self, model: nn.Module, task: Task, cfg: TrainConfig, out_dir: str | Path, *,
-                 progress: bool | None = None) -> None:
+                 progress: bool | None = None,
+                 model_config: Mapping[str, Any] | None = None) -> None:
         self.model = model
+        self.model_config = dict(model_config) if model_config is not None else None
         self.task = task
         self.cfg = cfg
         self.out_dir = Path(out_dir)
@@ -314,6 +334,10 @@ class Trainer:
             tensorboard.close()
             self.log.close()
         best = self.out_dir / BEST_NAME
+        if main and cfg.valid_every and not self.state.best_step:
+            logger.warning("no validation gave a finite %s, so no %s was written; the last "
+                           "checkpoint (%s) is the one to use", cfg.early_stop_metric, BEST_NAME,
+                           last_checkpoint)
         return TrainResult(
             steps=self.step, best_metric=self.state.best_metric,
             best_step=self.state.best_step or None, stopped_early=self.state.stopped,
@@ -371,18 +395,30 @@ class Trainer:
                 f"early_stop_metric {cfg.early_stop_metric!r} is not among the validation "
                 f"metrics {sorted(metrics)}; set early_stop_metric to one of them")
         value = metrics[cfg.early_stop_metric]
-        if st.best_metric is None:
-            improved = not math.isnan(value)
+        finite = math.isfinite(value)
+        if not finite:
+            improved = False
+        elif st.best_metric is None:
+            improved = True
         elif cfg.early_stop_mode == "min":
             improved = value < st.best_metric - cfg.early_stop_min_delta
         else:
             improved = value > st.best_metric + cfg.early_stop_min_delta
         if improved:
             st.best_metric, st.best_step, st.bad_validations = value, step, 0
-        else:
+        elif not math.isnan(value):
             st.bad_validations += 1
             if cfg.patience and st.bad_validations >= cfg.patience:
                 st.stopped = True
+        if not finite and self.dist.is_main:
+            fallback = (f"{BEST_NAME} stays at update {st.best_step}" if st.best_step else
+                        f"no {BEST_NAME} yet: the last checkpoint is the one to use")
+            logger.warning(
+                "update %d: validation %s is %s: %s; it is not an improvement%s (%s)", step,
+                cfg.early_stop_metric, value,
+                "nothing was validated (no dev utterance left, e.g. all skipped)"
+                if math.isnan(value) else "the model has diverged",
+                " and does not count against patience" if math.isnan(value) else "", fallback)
         record = {**metrics, "kind": "valid", "step": step, "best": improved,
                   "best_metric": st.best_metric, "best_step": st.best_step}
         self.log.write(record)
@@ -412,6 +448,8 @@ class Trainer:
                 config=to_dict(self.cfg), world_size=self.dist.world_size)
             if isinstance(self.task, StatefulTask):
                 parts["task"] = self.task.state_dict()
+            if self.model_config is not None:
+                parts["model_config"] = self.model_config
             save_checkpoint(path, **parts)
             if prune and self.cfg.keep_checkpoints:
                 for _, old in list_checkpoints(self.out_dir)[:-self.cfg.keep_checkpoints]:

@@ -8,8 +8,11 @@ from lhotse import CutSet
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.reproduce import monolingual_key_map
-from speechlab.asr.rnnt.task import (RNNTTask, TaskConfig, Utterance, collate, ctc_loss,
-                                     lid_utterance_accuracy, load_utterances)
+from speechlab.asr.ctc.loss import ctc_loss
+from speechlab.asr.data import Utterance, load_utterances
+from speechlab.asr.rnnt.loss import rnnt_loss
+from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, collate_rnnt
+from speechlab.metrics.lid import utterance_lid_accuracy
 from speechlab.audio.features import compute_features
 from speechlab.errors import ConfigError
 from speechlab.testing.audio import tone_cut
@@ -74,17 +77,24 @@ def test_batches_are_language_homogeneous_and_union_mapped():
             assert int(real.max()) <= 6
 
 
-def test_loss_is_finite_and_lid_variant_adds_ce():
+def test_loss_is_the_rnnt_loss_plus_the_lid_cross_entropy():
     sizes = {"en": 7, "hi": 5}
     utts = _utts(sizes)
     for variant in ("multisoftmax", "multisoftmax_lid"):
         model = build(variant, sizes, "ci")
         task = RNNTTask(model, utts, utts[:4], TaskConfig(max_frames=200))
-        loss, stats, weight = task.loss(model, next(task.batches()))
-        assert torch.isfinite(loss) and weight >= 1
+        batch = next(task.batches())
+        loss, stats, weight = task.loss(model, batch)
+        assert weight == len(batch.ids)
         assert ("lid_ce" in stats) == (variant == "multisoftmax_lid")
-        loss.backward()
-        assert "loss" in task.validate(model.eval())
+        # the loss is the batch-mean RNN-T loss (checked directly) plus the LID cross-entropy
+        model.eval()  # no dropout, so the direct computation sees the same model
+        assert float(loss.detach()) == pytest.approx(stats["rnnt"] + stats.get("lid_ce", 0.0), rel=1e-5)
+        with torch.no_grad():
+            out = model(batch.x, batch.x_lens, batch.targets, batch.target_lens, batch.language)
+            direct = rnnt_loss(out.logits, batch.targets, out.enc_lens, batch.target_lens)
+        task.spec_augment = None
+        assert task.loss(model, batch)[1]["rnnt"] == pytest.approx(float(direct), rel=1e-5)
 
 
 def test_a_group_of_batches_is_one_update_averaged_over_its_utterances():
@@ -120,7 +130,21 @@ def test_validate_reports_each_language_and_lid_accuracy():
     assert set(m) == {"loss", "loss_en", "loss_hi", "lid_acc"}
     # three utterances of each language: the overall loss is the plain mean of the two
     assert m["loss"] == pytest.approx((m["loss_en"] + m["loss_hi"]) / 2)
-    assert 0.0 <= m["lid_acc"] <= 1.0
+    # each language's loss is the mean per-utterance RNN-T loss of its first three utterances
+    hi = [u for u in utts if u.language == "hi"][:3]
+    b = collate_rnnt(hi, "hi", None)
+    with torch.no_grad():
+        out = model(b.x, b.x_lens, b.targets, b.target_lens, "hi")
+        direct = rnnt_loss(out.logits, b.targets, out.enc_lens, b.target_lens, reduction="none")
+    assert m["loss_hi"] == pytest.approx(float(direct.mean()), rel=1e-5)
+    # A LID head planted to say "hi" for every frame is right on every Hindi utterance and on
+    # no English one: accuracy 1 and 0, averaged over the languages.
+    with torch.no_grad():
+        model.lid_head.weight.zero_()
+        model.lid_head.bias.copy_(torch.tensor([0.0, 10.0]))
+        assert task.validate(model)["lid_acc"] == pytest.approx(0.5)
+        model.lid_head.bias.copy_(torch.tensor([10.0, 0.0]))
+        assert task.validate(model)["lid_acc"] == pytest.approx(0.5)
     mono = build("mono", {"en": 7}, "ci").eval()
     with torch.no_grad():
         assert set(RNNTTask(mono, utts, utts, TaskConfig()).validate(mono)) == {"loss"}
@@ -133,8 +157,8 @@ def test_lid_utterance_accuracy_averages_posteriors_over_real_frames():
     logits[1, 2:, 1] = 50.0            # ...and language 1 on padding, which must not count
     logits[2, 0, 0], logits[2, 1:3, 1] = 9.0, 1.0  # utterance 2: one confident frame for 0
     lens = torch.tensor([4, 2, 3])
-    assert lid_utterance_accuracy(logits, lens, torch.tensor([1, 0, 0])) == pytest.approx(1.0)
-    assert lid_utterance_accuracy(logits, lens, torch.tensor([0, 0, 1])) == pytest.approx(1 / 3)
+    assert utterance_lid_accuracy(logits, lens, torch.tensor([1, 0, 0])) == pytest.approx(1.0)
+    assert utterance_lid_accuracy(logits, lens, torch.tensor([0, 0, 1])) == pytest.approx(1 / 3)
 
 
 def test_auxiliary_ctc_trains_encoder_and_own_head_only():
@@ -147,7 +171,7 @@ def test_auxiliary_ctc_trains_encoder_and_own_head_only():
     # the CTC term alone: its gradient reaches the encoder, the joint's encoder projection and
     # the batch language's output layer, nothing of the prediction network or other languages
     out = model(batch.x, batch.x_lens, batch.targets, batch.target_lens, batch.language, ctc=True)
-    ctc = ctc_loss(out["ctc_logits"], out["enc_lens"], batch.targets, batch.target_lens)
+    ctc = ctc_loss(out.ctc_logits, out.enc_lens, batch.targets, batch.target_lens)
     ctc.backward()
     head = model.routes[batch.language].head
     got = {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
@@ -186,8 +210,28 @@ def test_monolingual_model_from_multisoftmax_keeps_shared_and_own_head(tmp_path)
     torch.testing.assert_close(mono.predictor.embeddings[0].weight, src.predictor.embeddings[route.table].weight)
     torch.testing.assert_close(mono.joiner.outputs[0].weight, src.joiner.outputs[route.head].weight)
     # The mono model then decodes like the multilingual one restricted to Hindi.
-    b = collate(_utts({"hi": 5}, n=2), "hi", None)
+    b = collate_rnnt(_utts({"hi": 5}, n=2), "hi", None)
     with torch.no_grad():
-        a = src.eval()(b.x, b.x_lens, b.targets, b.target_lens, "hi")["logits"]
-        m = mono.eval()(b.x, b.x_lens, b.targets, b.target_lens, None)["logits"]
+        a = src.eval()(b.x, b.x_lens, b.targets, b.target_lens, "hi").logits
+        m = mono.eval()(b.x, b.x_lens, b.targets, b.target_lens, None).logits
     torch.testing.assert_close(a, m)
+
+
+def test_a_model_trained_on_one_language_is_validated_on_it_alone(tmp_path):
+    """Fine-tuning Onehot on Hindi keeps the four-language model, but its dev loss (and so
+    its best checkpoint) must come from Hindi alone."""
+    from speechlab.asr.rnnt.reproduce import Data, train_model
+    from speechlab.train import TrainConfig
+    from speechlab.train.log import read_log
+
+    sizes = {"en": 7, "hi": 5}
+    utts = _utts(sizes, n=8)
+    data = Data(("en", "hi"), {}, utts, utts, [], {}, {})
+    cfg = TrainConfig(max_steps=2, valid_every=2, log_every=1, checkpoint_every=2, progress=False)
+    for languages, run in (((), "all"), (("hi",), "hi")):
+        train_model(build("onehot", sizes, "ci"), data, cfg, TaskConfig(max_frames=300),
+                    tmp_path / run, languages=languages)
+    [all_langs] = [r for r in read_log(tmp_path / "all" / "log.jsonl") if r["kind"] == "valid"]
+    [hi_only] = [r for r in read_log(tmp_path / "hi" / "log.jsonl") if r["kind"] == "valid"]
+    assert {"loss_en", "loss_hi"} <= set(all_langs)
+    assert "loss_en" not in hi_only and "loss_hi" not in hi_only

@@ -24,20 +24,11 @@ import math
 
 import numba
 import numpy as np
+from speechlab.nn.logmath import log_add as _log_add
 
 NEG_INF = -np.inf
 
 
-@numba.njit(cache=True, inline="always")
-def _log_add(a: float, b: float) -> float:
-    """log(exp(a) + exp(b)), exact for -inf operands (pruned lattices use -inf cells)."""
-    if a == NEG_INF:
-        return b
-    if b == NEG_INF:
-        return a
-    if a > b:
-        return a + math.log1p(math.exp(b - a))
-    return b + math.log1p(math.exp(a - b))
 
 
 @numba.njit(cache=True, nogil=True)

@@ -5,6 +5,10 @@
   streams each file through a model trained by ``speechlab reproduce multisoftmax`` in chunks,
   printing partial hypotheses as they grow. A ``multisoftmax_lid`` model without
   ``--language`` runs every language's decoder in parallel and picks by the LID head.
+  Options are checked before any model or audio is loaded, and every input file before the
+  first is decoded. Inputs of :data:`LONG_INPUT_SECONDS` or more show progress while decoded
+  (a bar on a terminal, a log line every 15 s otherwise, with the real-time factor); the
+  real-time factor to expect is in the README.
 """
 
 from __future__ import annotations
@@ -12,8 +16,16 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
+
+from speechlab.config import FieldError
+from speechlab.errors import ConfigError, DataError
+from speechlab.progress import WorkProgress
+
+if TYPE_CHECKING:
+    from speechlab.asr.rnnt.config import DecodeConfig
 
 
 def _params(args: argparse.Namespace) -> int:
@@ -23,56 +35,116 @@ def _params(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decode(args: argparse.Namespace) -> int:
+# Inputs at least this long (seconds of audio) report progress while they are decoded.
+LONG_INPUT_SECONDS = 30.0
+
+# Option of `rnnt decode` -> the config field it sets (for error messages naming the option).
+_OPTION_OF = {"beam": "--beam", "method": "--method", "tau": "--tau", "s_th": "--s-th"}
+
+
+def decode_config(args: argparse.Namespace) -> DecodeConfig:
+    """The decoding options of ``rnnt decode``, validated before any work is done."""
     from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
+
+    if not (math.isfinite(args.chunk_ms) and args.chunk_ms > 0):
+        raise ConfigError(f"--chunk-ms must be a positive number of milliseconds, got "
+                          f"{args.chunk_ms}")
+    try:
+        return DecodeConfig(search=SearchConfig(method=args.method, beam=args.beam),
+                            early_stop=EarlyStopConfig(tau=args.tau, s_th=args.s_th),
+                            select="lid", chunk_frames=max(1, round(args.chunk_ms / 10)))
+    except FieldError as e:
+        raise ConfigError(f"{_OPTION_OF.get(e.key, e.key)} {e.reason}") from None
+
+
+def check_run_dir(run: Path, model: str) -> Path:
+    """The directory of ``model`` in a trained run, after checking that its checkpoint says it
+    holds an RNN-T (a missing or foreign checkpoint names the file instead of failing
+    mid-load)."""
+    from speechlab.experiment.trained import best_or_latest, read_card
+
+    if not run.is_dir():
+        raise DataError(f"{run}: not a directory; give the output directory of a trained run")
+    model_dir = run / "models" / model
+    if not model_dir.is_dir():
+        names = sorted(p.name for p in (run / "models").iterdir()) if (run / "models").is_dir() else []
+        raise DataError(f"{model_dir}: no such model in {run}; models there: {names}")
+    ckpt = best_or_latest(model_dir)
+    card = read_card(ckpt)
+    if card.family != "rnnt":
+        raise DataError(f"{ckpt}: holds a {card.family!r} model, not an RNN-T; `rnnt decode` "
+                        "decodes the models of `speechlab reproduce multisoftmax`")
+    return model_dir
+
+
+def _decode(args: argparse.Namespace) -> int:
     from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
-    from speechlab.asr.rnnt.reproduce import load_trained
+    from speechlab.asr.rnnt.reproduce import text_of
     from speechlab.asr.rnnt.search import StreamingDecoder
-    from speechlab.audio.features import fbank
-    from speechlab.audio.io import load_audio
+    from speechlab.audio.features import FbankConfig, fbank
+    from speechlab.audio.io import load_audio, validate_audio_file
     from speechlab.audio.transforms import GlobalCMVN
-    from speechlab.errors import DataError
+    from speechlab.experiment.trained import load_trained
     from speechlab.text.graphemes import GraphemeTokenizer
 
+    cfg = decode_config(args)
     run: Path = args.run_dir
-    model = load_trained(run / "models" / args.model)
+    model_dir = check_run_dir(run, args.model)
+    for wav in args.wavs:  # every input is checked before the first is decoded
+        validate_audio_file(wav, expected_sr=16000)
+    model = load_trained(model_dir)
+    if args.language is not None and args.language not in model.languages:
+        raise DataError(f"--language {args.language!r}: model {args.model!r} knows "
+                        f"{list(model.languages)}")
     tokenizers = {lang: GraphemeTokenizer.load(run / "lang" / f"{lang}.json") for lang in model.languages}
+    for lang, size in zip(model.languages, model.vocab_sizes):
+        if len(tokenizers[lang]) != size:
+            raise DataError(f"{run / 'lang' / f'{lang}.json'}: {len(tokenizers[lang])} symbols, "
+                            f"but model {args.model!r} has {size} for {lang!r}; it was trained "
+                            "with another tokenizer")
     cmvn = GlobalCMVN.load(run / "lang" / "cmvn.safetensors")
-    search = SearchConfig(method=args.method, beam=args.beam)
-    chunk = max(1, round(args.chunk_ms / 10))
+    if cmvn.mean.shape[0] != FbankConfig().num_mel_bins:
+        raise DataError(f"{run / 'lang' / 'cmvn.safetensors'}: statistics of "
+                        f"{cmvn.mean.shape[0]}-dim features, the model reads "
+                        f"{FbankConfig().num_mel_bins}-dim fbank")
+    chunk = cfg.chunk_frames
+    shift = FbankConfig().frame_shift
 
     def text(tokens, lang):
-        if model.spec.union_vocab:
-            from speechlab.asr.rnnt.reproduce import _text_of
-
-            return _text_of(model, tokens, None, tokenizers)
-        return tokenizers[lang].decode(tokens)
+        return text_of(model, tokens, lang, tokenizers)
 
     for wav in args.wavs:
         feats = torch.from_numpy(fbank(load_audio(wav, expected_sr=16000)))
         feats = cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
         if feats.shape[0] == 0:
             raise DataError(f"{wav}: no audio frames to decode")
+        seconds = feats.shape[0] * shift
+        progress = WorkProgress(f"decoding {wav}", seconds,
+                                enabled=seconds >= LONG_INPUT_SECONDS and not args.partials)
         lid_free = model.spec.lang_output and args.language is None
+        with progress:
+            if lid_free:
+                dec = LidFreeDecoder(model, cfg)
+                for i in range(0, feats.shape[0], chunk):
+                    partial = dec.accept(feats[i : i + chunk])
+                    progress.update(min(i + chunk, feats.shape[0]) * shift)
+                    if args.partials:
+                        shown = " | ".join(f"{k}: {text(v, k)}" for k, v in partial.items())
+                        print(f"  [{(i + chunk) / 100:6.2f}s] {shown}")
+                r = dec.finish()
+            else:
+                lang = args.language if not model.spec.single_language else model.languages[0]
+                dec = StreamingDecoder(model, None if model.spec.union_vocab else lang, cfg.search)
+                for i in range(0, feats.shape[0], chunk):
+                    partial = dec.accept(feats[i : i + chunk])
+                    progress.update(min(i + chunk, feats.shape[0]) * shift)
+                    if args.partials:
+                        print(f"  [{(i + chunk) / 100:6.2f}s] {text(partial, lang)}")
         if lid_free:
-            dec = LidFreeDecoder(model, DecodeConfig(search=search, early_stop=EarlyStopConfig(
-                tau=args.tau, s_th=args.s_th), select="lid"))
-            for i in range(0, feats.shape[0], chunk):
-                partial = dec.accept(feats[i : i + chunk])
-                if args.partials:
-                    shown = " | ".join(f"{k}: {text(v, k)}" for k, v in partial.items())
-                    print(f"  [{(i + chunk) / 100:6.2f}s] {shown}")
-            r = dec.finish()
             post = ", ".join(f"{k} {v:.2f}" for k, v in r.lid_posteriors.items())
             print(f"{wav}\t{r.language}\t{text(r.tokens, r.language)}\t(LID {post}; T_avg {r.t_avg:.2f}; "
                   f"CPU {r.cpu_seconds * 1000:.0f} ms)")
         else:
-            lang = args.language if not model.spec.single_language else model.languages[0]
-            dec = StreamingDecoder(model, None if model.spec.union_vocab else lang, search)
-            for i in range(0, feats.shape[0], chunk):
-                partial = dec.accept(feats[i : i + chunk])
-                if args.partials:
-                    print(f"  [{(i + chunk) / 100:6.2f}s] {text(partial, lang)}")
             print(f"{wav}\t{lang or '-'}\t{text(dec.result().tokens, lang)}")
     return 0
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
 
 
@@ -44,24 +45,19 @@ class ModelDims:
     dims, 30 ms shift).
     """
 
-    feature_dim: int = 80
-    stack: int = 8
-    stride: int = 3
-    encoder_layers: int = 6
-    encoder_dim: int = 1024
-    embed_dim: int = 1024
-    predictor_layers: int = 2
-    predictor_dim: int = 1024
-    joint_dim: int = 1024
-    dropout: float = 0.0
+    feature_dim: int = ranged(80, ge=1)
+    stack: int = ranged(8, ge=1)
+    stride: int = ranged(3, ge=1)
+    encoder_layers: int = ranged(6, ge=1)
+    encoder_dim: int = ranged(1024, ge=1)
+    embed_dim: int = ranged(1024, ge=1)
+    predictor_layers: int = ranged(2, ge=1)
+    predictor_dim: int = ranged(1024, ge=1)
+    joint_dim: int = ranged(1024, ge=1)
+    dropout: float = ranged(0.0, ge=0, lt=1)
 
     def __post_init__(self) -> None:
-        for name in ("feature_dim", "stack", "stride", "encoder_layers", "encoder_dim",
-                     "embed_dim", "predictor_layers", "predictor_dim", "joint_dim"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model dims: {name} must be >= 1, got {getattr(self, name)}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"model dims: dropout must be in [0, 1), got {self.dropout}")
+        check_fields(self)
 
     @property
     def input_dim(self) -> int:
@@ -77,9 +73,16 @@ class RNNTConfig:
     """
 
     variant: str = "multisoftmax_lid"
-    vocab_sizes: dict[str, int] = field(default_factory=dict)
+    # Blank plus at least one symbol per language.
+    vocab_sizes: dict[str, int] = ranged(default_factory=dict, ge=2)
     preset: str = "demo"
     dims: ModelDims | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.variant not in VARIANTS:
+            raise ConfigError(f"unknown RNN-T variant {self.variant!r}; choose one of "
+                              f"{list(VARIANTS)}")
 
 
 @dataclass(frozen=True)
@@ -91,15 +94,19 @@ class SearchConfig:
     """
 
     method: str = "beam"
-    beam: int = 4
-    max_symbols_per_frame: int = 3
+    beam: int = ranged(4, ge=1)
+    max_symbols_per_frame: int = ranged(3, ge=1)
 
     def __post_init__(self) -> None:
-        if self.beam < 1:
-            raise ConfigError(f"search.beam must be >= 1, got {self.beam}")
-        if self.max_symbols_per_frame < 1:
-            raise ConfigError(
-                f"search.max_symbols_per_frame must be >= 1, got {self.max_symbols_per_frame}")
+        check_fields(self)
+        # Imported here: search.py imports this module (and builds a default SearchConfig while
+        # it is itself being imported, before SEARCHES may exist).
+        from speechlab.asr.rnnt import search
+
+        methods = getattr(search, "SEARCHES", None)
+        if methods is not None and self.method not in methods:
+            raise ConfigError(f"unknown search method {self.method!r}; choose one of "
+                              f"{list(methods)}")
 
 
 @dataclass(frozen=True)
@@ -107,15 +114,12 @@ class EarlyStopConfig:
     """Section 6.3: decoders whose LID score falls ``s_th`` below the best after ``tau`` encoder
     frames are switched off. ``inf`` in either keeps every decoder running."""
 
-    tau: float = math.inf
-    s_th: float = math.inf
+    tau: float = ranged(math.inf, ge=0, allow_inf=True)
+    # A margin below the best score.
+    s_th: float = ranged(math.inf, ge=0, allow_inf=True)
 
     def __post_init__(self) -> None:
-        if math.isnan(self.tau) or math.isnan(self.s_th):
-            raise ConfigError("early_stop: tau and s_th must be numbers, not nan")
-        if self.s_th < 0:
-            raise ConfigError(f"early_stop.s_th must be >= 0 (a margin below the best score), "
-                              f"got {self.s_th}")
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -128,8 +132,7 @@ class DecodeConfig:
     search: SearchConfig = field(default_factory=SearchConfig)
     early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
     select: str = "lid"
-    chunk_frames: int = 0
+    chunk_frames: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
-        if self.chunk_frames < 0:
-            raise ConfigError(f"decode.chunk_frames must be >= 0, got {self.chunk_frames}")
+        check_fields(self)

@@ -52,6 +52,7 @@ from torch.utils.checkpoint import checkpoint
 
 from speechlab.asr.rnnt._loss_numba import forward_backward
 from speechlab.errors import ConfigError, DataError
+from speechlab.nn.mask import lengths_to_mask
 
 Tensor = torch.Tensor
 Joiner = Callable[[Tensor, Tensor], Tensor]
@@ -155,9 +156,7 @@ def _label_ids(targets: Tensor, labels: np.ndarray, blank: int, positions: int) 
     """
     batch, max_labels = targets.shape
     ids = torch.full((batch, positions), blank, dtype=torch.int64, device=targets.device)
-    inside = torch.arange(max_labels, device=targets.device)[None, :] < torch.as_tensor(
-        labels, device=targets.device
-    )[:, None]
+    inside = lengths_to_mask(torch.as_tensor(labels), max_labels, device=targets.device)
     ids[:, :max_labels] = torch.where(inside, targets.to(torch.int64), blank)
     return ids
 
@@ -571,12 +570,9 @@ def _zero_padding_rows(
     this, padding may hold anything (and receives exactly zero gradient through ``where``).
     """
     device = frame_rows.device
-    t_ok = torch.arange(frame_rows.shape[1], device=device)[None, :] < torch.as_tensor(
-        frames
-    ).to(device)[:, None]
-    u_ok = torch.arange(label_rows.shape[1], device=device)[None, :] <= torch.as_tensor(
-        labels
-    ).to(device)[:, None]
+    t_ok = lengths_to_mask(torch.as_tensor(frames), frame_rows.shape[1], device=device)
+    u_ok = lengths_to_mask(torch.as_tensor(labels), label_rows.shape[1], inclusive=True,
+                           device=device)
     return (
         torch.where(t_ok[..., None], frame_rows, 0.0),
         torch.where(u_ok[..., None], label_rows, 0.0),

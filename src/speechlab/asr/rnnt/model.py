@@ -30,9 +30,37 @@ from speechlab.asr.rnnt.joiner import Joiner
 from speechlab.asr.rnnt.predictor import Predictor
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_preset
 from speechlab.errors import ConfigError, DataError
+from speechlab.nn.mask import lengths_to_mask
 from speechlab.text.graphemes import UnionMap
 
 Language = str | Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class RNNTOutput:
+    """What :meth:`RNNT.forward` returns for one batch (B batch, T' encoder frames, U labels,
+    D dims, V the batch language's softmax size, L languages).
+
+    - ``enc`` (B,T',D), ``enc_lens`` (B,): encoder output and its lengths.
+    - ``pred`` (B,U+1,D): prediction-network output (blank-prefixed targets).
+    - ``joint``: ``(enc (B,t,D), pred (B,u,D)) -> logits (B,t,u,V)`` with the batch's output
+      layer, for losses that compute the lattice in chunks.
+    - ``vocab_size``: V.
+    - ``language_ids`` (B,) or None (a model that needs no language id).
+    - ``logits`` (B,T',U+1,V) or None when not asked for.
+    - ``lid_logits`` (B,T',L) for a model with a LID head, else None.
+    - ``ctc_logits`` (B,T',V) when asked for (the auxiliary CTC loss), else None.
+    """
+
+    enc: Tensor
+    enc_lens: Tensor
+    pred: Tensor
+    joint: Callable[[Tensor, Tensor], Tensor]
+    vocab_size: int
+    language_ids: Tensor | None = None
+    logits: Tensor | None = None
+    lid_logits: Tensor | None = None
+    ctc_logits: Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -142,18 +170,11 @@ class RNNT(nn.Module):
     # ---- training --------------------------------------------------------------------------
     def forward(self, x: Tensor, x_lens: Tensor, targets: Tensor, target_lens: Tensor,
                 language: Language = None, compute_logits: bool = True,
-                ctc: bool = False) -> dict[str, object]:
-        """One batch.
-
-        x (B,T,F) features, x_lens (B,), targets (B,U) label ids (local ids of ``language`` in
-        mono/multi-softmax models, union ids in vanilla/onehot), target_lens (B,).
-
-        Returns ``enc`` (B,T',D), ``enc_lens`` (B,), ``pred`` (B,U+1,D), ``joint`` (callable
-        ``(enc (B,t,D), pred (B,u,D)) -> logits (B,t,u,V)`` for losses that compute the lattice
-        in chunks), ``logits`` (B,T',U+1,V) unless ``compute_logits`` is False, ``vocab_size``,
-        ``language_ids`` (B,) or None, for the LID variant ``lid_logits`` (B,T',L), and with ``ctc``
-        ``ctc_logits`` (B,T',V) (:meth:`ctc_logits`).
-        """
+                ctc: bool = False) -> RNNTOutput:
+        """One batch: x (B,T,F) features, x_lens (B,), targets (B,U) label ids (local ids of
+        ``language`` in mono/multi-softmax models, union ids in vanilla/onehot), target_lens
+        (B,). ``compute_logits=False`` leaves the (B,T',U+1,V) joint logits to the loss
+        (the fused loss computes them in chunks); ``ctc`` adds :meth:`ctc_logits`."""
         route = self.route(language)
         ids = self.language_ids(language, x.shape[0])
         targets = self._checked_targets(targets, target_lens, route, language)
@@ -161,22 +182,18 @@ class RNNT(nn.Module):
         enc, enc_lens = self.encoder(x, x_lens, cond)
         pred = self.predictor(targets, route.table, route.net, cond)
         joint: Callable[[Tensor, Tensor], Tensor] = functools.partial(self.joiner, head=route.head)
-        out: dict[str, object] = {"enc": enc, "enc_lens": enc_lens, "pred": pred, "joint": joint,
-                                  "vocab_size": route.vocab_size, "language_ids": ids}
-        if compute_logits:
-            out["logits"] = joint(enc, pred)
-        if self.lid_head is not None:
-            out["lid_logits"] = self.lid_head(enc)
-        if ctc:
-            out["ctc_logits"] = self.ctc_logits(enc, language)
-        return out
+        return RNNTOutput(
+            enc=enc, enc_lens=enc_lens, pred=pred, joint=joint, vocab_size=route.vocab_size,
+            language_ids=ids, logits=joint(enc, pred) if compute_logits else None,
+            lid_logits=self.lid_head(enc) if self.lid_head is not None else None,
+            ctc_logits=self.ctc_logits(enc, language) if ctc else None)
 
     def _checked_targets(self, targets: Tensor, target_lens: Tensor, route: Route, language: Language) -> Tensor:
         """Targets with padding set to blank (any pad value, e.g. -1, is then safe to embed)."""
         if targets.dim() != 2 or target_lens.shape != (targets.shape[0],):
             raise DataError(f"targets must be (B, U) with lengths (B,), got {tuple(targets.shape)} "
                             f"and {tuple(target_lens.shape)}")
-        mask = torch.arange(targets.shape[1], device=targets.device)[None, :] < target_lens.to(targets.device)[:, None]
+        mask = lengths_to_mask(target_lens, targets.shape[1], device=targets.device)
         real = targets[mask]
         if real.numel() and (int(real.min()) < 1 or int(real.max()) >= route.vocab_size):
             bad = real[(real < 1) | (real >= route.vocab_size)][0].item()
@@ -200,7 +217,7 @@ def lid_ce_loss(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor,
     encoder that much harder towards separating languages.
     """
     B, T, L = lid_logits.shape
-    mask = torch.arange(T, device=lid_logits.device)[None, :] < enc_lens[:, None].to(lid_logits.device)
+    mask = lengths_to_mask(enc_lens, T, device=lid_logits.device)
     labels = language_ids.to(lid_logits.device)[:, None].expand(B, T)
     ce = F.cross_entropy(lid_logits.reshape(B * T, L), labels.reshape(B * T), reduction="none")
     total = (ce * mask.reshape(-1)).sum()

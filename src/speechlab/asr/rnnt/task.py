@@ -1,116 +1,34 @@
 """Training the multi-softmax RNN-T family with the shared trainer.
 
-:func:`load_utterances` turns a corpus split (lhotse cuts with cached fbank) into in-memory
-:class:`Utterance` records: CMVN-normalised features and local label ids of each utterance's
-own language. Bad utterances are counted and logged, never passed on to the loss:
-an unknown language (no head for it), an empty transcript, a symbol outside the language's
-inventory, or audio too short to give one encoder frame.
-
-:class:`RNNTTask` is the :class:`speechlab.train.trainer.Task` the trainer drives: language-
-homogeneous mini-batches whose language is drawn with probability proportional to its hours of
-training data (Section 4 of the multi-softmax paper), the RNN-T loss, plus the frame-level LID
-cross-entropy for the ``multisoftmax_lid`` variant (Section 4.2).
+:class:`RNNTTask` is the :class:`speechlab.train.trainer.Task` the trainer drives, over the
+in-memory utterances of :mod:`speechlab.asr.data`: language-homogeneous mini-batches whose
+language is drawn with probability proportional to its hours of training data (Section 4 of
+the multi-softmax paper), the RNN-T loss, optionally the auxiliary CTC loss, plus the
+frame-level LID cross-entropy for the ``multisoftmax_lid`` variant (Section 4.2).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from speechlab.asr.ctc.loss import ctc_loss
+from speechlab.asr.data import Batch, Utterance, collate
 from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
-from speechlab.asr.rnnt.model import RNNT, UnionMap, lid_ce_loss
-from speechlab.audio.features import load_features
-from speechlab.audio.transforms import GlobalCMVN, SpecAugment, SpecAugmentConfig
-from speechlab.errors import ConfigError, DataError
-from speechlab.text.graphemes import GraphemeTokenizer
-from speechlab.text.normalize import normalize_text
+from speechlab.asr.rnnt.model import RNNT, RNNTOutput, UnionMap, lid_ce_loss
+from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
+from speechlab.config import check_fields, ranged
+from speechlab.errors import DataError
+from speechlab.metrics.lid import utterance_lid_accuracy
 from speechlab.train.sampler import GroupedBatches, LanguageBatch, LanguageBatches, MapBatches
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Utterance:
-    """One utterance held in memory. feats (T, F) are CMVN-normalised 10 ms fbank frames;
-    ``tokens`` are local label ids of ``language`` (None when the transcript could not be
-    encoded: such utterances are scored on text but never trained on)."""
-
-    id: str
-    language: str
-    feats: Tensor
-    text: str
-    tokens: tuple[int, ...] | None
-
-    @property
-    def num_frames(self) -> int:
-        return int(self.feats.shape[0])
-
-
-@dataclass
-class SkipReport:
-    """Utterances left out of a split, by reason, with a few example ids for the log."""
-
-    counts: Counter
-    examples: dict[str, list[str]]
-
-    def add(self, reason: str, utt: str) -> None:
-        self.counts[reason] += 1
-        self.examples.setdefault(reason, [])
-        if len(self.examples[reason]) < 3:
-            self.examples[reason].append(utt)
-
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-
-def load_utterances(cuts, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN | None,
-                    *, min_frames: int = 1, split: str = "") -> tuple[list[Utterance], SkipReport]:
-    """Cuts with features -> utterances; skipped ones are counted by reason and logged.
-
-    ``min_frames`` is the fewest 10 ms frames an utterance needs (one stacked encoder frame).
-    """
-    skipped = SkipReport(Counter(), {})
-    out: list[Utterance] = []
-    for cut in cuts:
-        sup = cut.supervisions[0] if cut.supervisions else None
-        if sup is None or not (sup.text or "").strip():
-            skipped.add("empty transcript", cut.id)
-            continue
-        lang = sup.language
-        tok = tokenizers.get(lang)
-        if tok is None:
-            skipped.add(f"language {lang!r} has no head", cut.id)
-            continue
-        feats = load_features(cut)
-        if feats.shape[0] < min_frames:
-            skipped.add("too short for one encoder frame", cut.id)
-            continue
-        try:
-            tokens: tuple[int, ...] | None = tuple(tok.encode(sup.text, utt=cut.id))
-        except DataError:
-            # Scored on its text, but the loss cannot see a symbol the softmax lacks.
-            skipped.add(f"symbol outside the {lang} inventory", cut.id)
-            tokens = None
-        if tokens is not None and not tokens:
-            skipped.add("transcript empty after normalisation", cut.id)
-            continue
-        if cmvn is not None:
-            feats = cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
-        out.append(Utterance(cut.id, lang, feats.float(), normalize_text(sup.text, lang), tokens))
-    if skipped.total:
-        log.warning("%s: skipped/flagged %d utterance(s): %s", split or "split", skipped.total,
-                    "; ".join(f"{r}: {n} (e.g. {', '.join(skipped.examples[r])})"
-                              for r, n in skipped.counts.items()))
-    return out, skipped
 
 
 @dataclass(frozen=True)
@@ -131,34 +49,21 @@ class TaskConfig:
     devices, each with its own homogeneous batch, does.
     """
 
-    max_frames: int = 6000
-    lid_weight: float = 1.0
+    max_frames: int = ranged(6000, ge=1)
+    lid_weight: float = ranged(1.0, ge=0)
     lid_reduction: Literal["utterance", "frame"] = "frame"
-    batches_per_update: int = 1
+    batches_per_update: int = ranged(1, ge=1)
     loss: Literal["full", "fused"] = "full"
     spec_augment: bool = True
-    valid_utterances: int = 200
+    valid_utterances: int = ranged(200, ge=1)
     # Weight of an auxiliary CTC loss on the encoder (through the joint network with the
     # prediction network left out, no extra parameters). The paper trains with the RNN-T loss
     # alone (0.0); on a few CPU-hours of synthetic data the CTC term makes the encoder learn
     # the audio-to-grapheme mapping in far fewer updates (see docs/multisoftmax.md).
-    ctc_weight: float = 0.0
+    ctc_weight: float = ranged(0.0, ge=0)
 
     def __post_init__(self) -> None:
-        if self.batches_per_update < 1:
-            raise ConfigError(f"task.batches_per_update must be >= 1, got {self.batches_per_update}")
-
-
-@dataclass(frozen=True)
-class Batch:
-    """x (B,T,F), x_lens (B,), targets (B,U), target_lens (B,), one language per batch."""
-
-    ids: list[str]
-    language: str
-    x: Tensor
-    x_lens: Tensor
-    targets: Tensor
-    target_lens: Tensor
+        check_fields(self)
 
 
 @dataclass(frozen=True)
@@ -172,53 +77,21 @@ class BatchGroup:
         return [i for b in self.batches for i in b.ids]
 
 
-def collate(utts: Sequence[Utterance], language: str, union: UnionMap | None) -> Batch:
-    """Pad a language-homogeneous list of utterances; ``union`` maps local ids to union ids
-    (vanilla and onehot models share one softmax over every language's symbols)."""
-    lens = torch.tensor([u.num_frames for u in utts])
-    x = torch.zeros(len(utts), int(lens.max()), utts[0].feats.shape[1])
-    for i, u in enumerate(utts):
-        x[i, : u.num_frames] = u.feats
-    labels = [list(u.tokens or ()) for u in utts]
-    if union is not None:
-        labels = [union.to_union(language, t) for t in labels]
-    t_lens = torch.tensor([len(t) for t in labels])
-    targets = torch.zeros(len(utts), max(int(t_lens.max()), 1), dtype=torch.long)
-    for i, t in enumerate(labels):
-        targets[i, : len(t)] = torch.tensor(t, dtype=torch.long)
-    return Batch([u.id for u in utts], language, x, lens, targets, t_lens)
+def _loss_full(out: RNNTOutput, batch: Batch) -> Tensor:
+    return rnnt_loss(out.logits, batch.targets, out.enc_lens, batch.target_lens)
 
 
-def _loss_full(out: dict[str, Any], batch: Batch) -> Tensor:
-    return rnnt_loss(out["logits"], batch.targets, out["enc_lens"], batch.target_lens)
+def _loss_fused(out: RNNTOutput, batch: Batch) -> Tensor:
+    joint = out.joint
+    return rnnt_loss_fused(out.enc, out.pred, lambda e, p: joint(e[:, :, 0], p[:, 0]),
+                           batch.targets, out.enc_lens, batch.target_lens)
 
 
-def _loss_fused(out: dict[str, Any], batch: Batch) -> Tensor:
-    joint = out["joint"]
-    return rnnt_loss_fused(out["enc"], out["pred"], lambda e, p: joint(e[:, :, 0], p[:, 0]),
-                           batch.targets, out["enc_lens"], batch.target_lens)
-
-
-def ctc_loss(logits: Tensor, logit_lens: Tensor, targets: Tensor, target_lens: Tensor,
-             blank: int = 0) -> Tensor:
-    """Auxiliary CTC loss, mean over the batch of per-utterance negative log-likelihoods.
-
-    logits (B,T,V), logit_lens (B,), targets (B,U), target_lens (B,). Utterances too short for
-    their labels under CTC (which needs a frame per label plus one between repeats) add zero:
-    the RNN-T loss, which allows several labels per frame, still trains on them.
-    """
-    log_probs = logits.log_softmax(-1).transpose(0, 1)  # (T,B,V)
-    nll = F.ctc_loss(log_probs, targets, logit_lens, target_lens, blank=blank,
-                     reduction="none", zero_infinity=True)
-    return nll.mean()
-
-
-def lid_utterance_accuracy(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor) -> float:
-    """Fraction of utterances whose frame-averaged LID posteriors pick the true language."""
-    B, T, _ = lid_logits.shape
-    mask = (torch.arange(T, device=lid_logits.device)[None, :] < enc_lens[:, None].to(lid_logits.device)).to(lid_logits.dtype)
-    posteriors = (lid_logits.detach().softmax(-1) * mask[..., None]).sum(1)
-    return float((posteriors.argmax(-1) == language_ids.to(posteriors.device)).float().mean())
+def collate_rnnt(utts: Sequence[Utterance], language: str, union: UnionMap | None) -> Batch:
+    """A language-homogeneous batch; ``union`` maps local ids to union ids (the vanilla and
+    onehot models share one softmax over every language's symbols)."""
+    label_map = None if union is None else functools.partial(union.to_union, language)
+    return collate(utts, language, label_map)
 
 
 LOSSES = {"full": _loss_full, "fused": _loss_fused}
@@ -252,7 +125,7 @@ class RNNTTask:
         return MapBatches(GroupedBatches(sampler, self.cfg.batches_per_update), self._collate_group)
 
     def _collate(self, b: LanguageBatch) -> Batch:
-        return collate([self.train[i] for i in b.indices], b.language, self.union)
+        return collate_rnnt([self.train[i] for i in b.indices], b.language, self.union)
 
     def _collate_group(self, group: list[LanguageBatch]) -> BatchGroup:
         return BatchGroup([self._collate(b) for b in group])
@@ -267,14 +140,13 @@ class RNNTTask:
         stats = {"rnnt": float(rnnt.detach())}
         loss = rnnt
         if self.cfg.ctc_weight > 0:
-            ctc = ctc_loss(out["ctc_logits"], out["enc_lens"], batch.targets, batch.target_lens)
+            ctc = ctc_loss(out.ctc_logits, out.enc_lens, batch.targets, batch.target_lens)
             stats["ctc"] = float(ctc.detach())
             loss = loss + self.cfg.ctc_weight * ctc
         if self.has_lid:
-            ce = lid_ce_loss(out["lid_logits"], out["enc_lens"], out["language_ids"],
-                             self.cfg.lid_reduction)
+            ce = lid_ce_loss(out.lid_logits, out.enc_lens, out.language_ids, self.cfg.lid_reduction)
             stats["lid_ce"] = float(ce.detach())
-            stats["lid_acc"] = lid_utterance_accuracy(out["lid_logits"], out["enc_lens"], out["language_ids"])
+            stats["lid_acc"] = utterance_lid_accuracy(out.lid_logits, out.enc_lens, out.language_ids)
             loss = loss + self.cfg.lid_weight * ce
         return loss, stats
 
@@ -308,7 +180,7 @@ class RNNTTask:
             right, lang_total = 0.0, 0.0
             for i in range(0, len(utts), 16):
                 chunk = utts[i : i + 16]
-                batch = collate(chunk, lang, self.union)
+                batch = collate_rnnt(chunk, lang, self.union)
                 loss, stats = self._forward(model, batch, train=False)
                 lang_total += stats["rnnt"] * len(chunk)
                 right += stats.get("lid_acc", 0.0) * len(chunk)

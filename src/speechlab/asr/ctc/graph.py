@@ -1,0 +1,266 @@
+"""The graphs of the graph loss (Zhao et al., Sec. 2.1), as arrays the forward-backward reads.
+
+* the **numerator** ``S^trn = T o W`` of eq. (4) for each utterance: the token graph ``T`` of a
+  topology (:mod:`speechlab.asr.ctc.topology`) composed with the linear acceptor ``W`` of its
+  phone sequence (the lexicon ``L`` is the identity here: targets are phones);
+* the **denominator** graph ``T`` of eq. (5), shared by every utterance.
+
+Both are built directly as arrays (no FST composition at training time); the tests check them
+against ``kaldifst.compose`` and against ``topology.arcs``.
+
+The form, :class:`GraphBatch`, is chosen for the kernel in :mod:`._graph_numba`.  In ``T``
+every arc that enters a state consumes one frame scored by *that state's* token (topology.py),
+so scores sit on **nodes**, not arcs: ``alpha_t(n) = log_probs[t-1, column(n)] + logsumexp``
+over the arcs into ``n`` of ``alpha_{t-1}(src)``.  A graph is therefore stored as incoming
+adjacency lists (CSR by destination) plus one column per node; parallel arcs appear twice.
+
+``T``'s denominator has P^2 arcs (every phone's exit state reaches every phone's first state).
+It is stored factored through one **epsilon node** ``G`` -- "between two phones" -- that sums
+the hub and every exit state within the frame and feeds the hub and every first state; that is
+P arcs in and P out, exactly the same paths.  Under CTC's rule (S1-T1) the arc ``p0 -> p0``
+that starts a second ``p`` is missing, but there the self-loop ``p0 -> p0`` with the same token
+takes its place, so ``G -> p0`` alone stands for both (checked in :func:`denominator`).
+
+Shape legend: B batch, U target length, P phones, x states per phone, S nodes (states), A arcs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from speechlab.asr.ctc.topology import Topology, get
+
+EPSILON = -1  #: the column of an epsilon node: entering it consumes no frame
+
+
+@dataclass(frozen=True)
+class GraphBatch:
+    """B graphs in one set of arrays (node ids are global; a graph may be shared by many b).
+
+    Utterance b's graph has nodes ``lo[b] .. hi[b]-1``: emitting nodes ``lo[b] .. eps[b]-1``,
+    then epsilon nodes ``eps[b] .. hi[b]-1``.  Entering an emitting node ``n`` at frame t
+    scores ``log_probs[b, t, column[n]]``; an epsilon node sums its sources within the frame,
+    and its sources are emitting nodes only.
+
+    Attributes:
+        column: (S,) int64 log_probs column of each node, :data:`EPSILON` for epsilon nodes.
+        in_ptr: (S+1,) int64; the arcs into node n come from ``in_src[in_ptr[n]:in_ptr[n+1]]``.
+        in_src: (A,) int64 source node of each arc.
+        out_ptr, out_dst: (S+1,), (A,) int64, the same arcs listed by source (the backward
+            pass reads them).
+        final: (S,) bool.
+        start: (B,) int64 start node of each utterance (an emitting node, entered by no frame).
+        lo, eps, hi: (B,) int64 node ranges as above.
+    """
+
+    column: np.ndarray
+    in_ptr: np.ndarray
+    in_src: np.ndarray
+    out_ptr: np.ndarray
+    out_dst: np.ndarray
+    final: np.ndarray
+    start: np.ndarray
+    lo: np.ndarray
+    eps: np.ndarray
+    hi: np.ndarray
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """The fields in the order the kernel (:mod:`._graph_numba`) takes them."""
+        return (self.column, self.in_ptr, self.in_src, self.out_ptr, self.out_dst, self.final,
+                self.start, self.lo, self.eps, self.hi)
+
+    def select(self, b: int) -> "GraphBatch":
+        """Utterance b's graph alone, renumbered from 0 (for tests and debugging)."""
+        lo, hi = int(self.lo[b]), int(self.hi[b])
+        ptr = self.in_ptr[lo:hi + 1]
+        out = self.out_ptr[lo:hi + 1]
+        return GraphBatch(
+            column=self.column[lo:hi].copy(),
+            in_ptr=ptr - ptr[0],
+            in_src=self.in_src[ptr[0]:ptr[-1]] - lo,
+            out_ptr=out - out[0],
+            out_dst=self.out_dst[out[0]:out[-1]] - lo,
+            final=self.final[lo:hi].copy(),
+            start=np.array([self.start[b] - lo]),
+            lo=np.array([0]),
+            eps=np.array([self.eps[b] - lo]),
+            hi=np.array([hi - lo]),
+        )
+
+
+def _by_source(in_ptr: np.ndarray, in_src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Incoming lists (CSR by destination) -> outgoing lists (CSR by source)."""
+    size = len(in_ptr) - 1
+    dst = np.repeat(np.arange(size, dtype=np.int64), np.diff(in_ptr))
+    order = np.argsort(in_src, kind="stable")  # nearly sorted already: cheap
+    out_ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(in_src, minlength=size), out=out_ptr[1:])
+    return out_ptr, dst[order]
+
+
+def columns(topo: Topology, num_phones: int, blank: int = 0) -> np.ndarray:
+    """(1 + P*x,) int64: the log_probs column of each token of the layout (topology.py).
+
+    With ``blank == 0`` this is the identity.  Another blank id moves the blank to that column
+    and keeps the phone tokens in order around it -- what ``torch.nn.functional.ctc_loss``
+    does with its ``blank`` for S1-T1 (phone p is then column ``p - 1`` if ``p <= blank``).
+    """
+    n = 1 + num_phones * topo.states
+    cols = np.empty(n, dtype=np.int64)
+    cols[0] = blank
+    phone_tokens = np.arange(n - 1)
+    cols[1:] = phone_tokens + (phone_tokens >= blank)
+    return cols
+
+
+# --------------------------------------------------------------------------------------------
+# Numerator: T o W (eq. 4), one chain of phone blocks per utterance
+
+
+def _numerator_template(topo: Topology) -> list[tuple[int, list[tuple[int, str]]]]:
+    """Arcs into each node of one phone block, as (slot, [(source offset, condition)]).
+
+    Utterance nodes come in blocks of x + 1: block k (k = 0..U-1) holds ``hub_k`` ("k phones
+    done, in the blank or at the start") at slot 0 and phone k+1's states 0..x-1 at slots
+    1..x; block U holds ``hub_U`` alone.  Offsets are relative to the destination node, so the
+    template is the same for every block.  Conditions: ``"always"``; ``"after"``: only
+    when a phone precedes the block (k >= 1); ``"new"``: also not a CTC-rule repeat
+    (``y_{k+1} == y_k`` under S1-T1).
+    """
+    x = topo.states
+    back = x + 1  # from a slot of block k to the same slot of block k-1
+    exits = topo.exit_states
+    into_hub = [(0, "always")] + [(-back + 1 + s, "after") for s in exits]
+    into: list[list[tuple[int, str]]] = [[] for _ in range(x)]
+    into[0] = [(-1, "always")]  # hub_k starts phone k+1
+    into[0] += [(-back + 1 + s - 1, "new") for s in exits]  # phone k ends, phone k+1 starts
+    for a, b in topo.within():
+        into[b].append((a - b, "always"))
+    return [(0, into_hub)] + [(1 + s, arcs) for s, arcs in enumerate(into)]
+
+
+def numerator(
+    topology: str, phones: np.ndarray, lengths: np.ndarray, num_phones: int, blank: int = 0
+) -> GraphBatch:
+    """The numerator graphs ``T o W(y_b)`` (eq. 4) of a batch, built vectorised.
+
+    Args:
+        topology: a topology name (``topology.TOPOLOGIES``).
+        phones: (B, U) int phone ids 1..P; entries at or past ``lengths[b]`` are ignored.
+        lengths: (B,) int U_b.
+        num_phones: P (for the column map).
+        blank: the blank's log_probs column (:func:`columns`).
+
+    Utterance b has ``U_b (x + 1) + 1`` nodes: ``hub_0, (y_1, 0..x-1), hub_1, ..., hub_U``.
+    Start ``hub_0``; final ``hub_U`` and the exit states of ``y_U``.
+    """
+    topo = get(topology)
+    x = topo.states
+    phones = np.asarray(phones, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    batch = len(lengths)
+    cols = columns(topo, num_phones, blank)
+
+    sizes = lengths * (x + 1) + 1
+    hi = np.cumsum(sizes)
+    lo = hi - sizes
+    total = int(hi[-1]) if batch else 0
+
+    # Blocks (b, k), k = 0..U_b; block U_b holds only hub_U.
+    blocks = lengths + 1
+    utt = np.repeat(np.arange(batch), blocks)
+    k = np.arange(int(blocks.sum())) - np.repeat(np.cumsum(blocks) - blocks, blocks)
+    base = lo[utt] + k * (x + 1)
+    has_phone = k < lengths[utt]  # blocks 0..U-1 hold phone k+1
+    padded = np.pad(phones, ((0, 0), (1, 1)))  # padded[b, k] = y_k (1-based), 0 at both ends
+    nxt = padded[utt, k + 1]  # y_{k+1}
+    prev = padded[utt, k]  # y_k
+    ok = {
+        "always": np.ones_like(has_phone),
+        "after": k >= 1,
+        "new": (k >= 1) & ~(topo.ctc_rule & (nxt == prev)),
+    }
+
+    column = np.empty(total, dtype=np.int64)
+    column[base] = cols[0]
+    template = _numerator_template(topo)
+    width = max(len(arcs) for _, arcs in template)
+    ell = np.full((total, width), -1, dtype=np.int64)  # padded incoming lists
+    for slot, arcs in template:
+        here = has_phone if slot else np.ones_like(has_phone)
+        dst = base[here] + slot
+        if slot:
+            column[dst] = cols[1 + (nxt[here] - 1) * x + (slot - 1)]
+        for j, (offset, cond) in enumerate(arcs):
+            keep = ok[cond][here]
+            ell[dst[keep], j] = dst[keep] + offset
+    valid = ell >= 0
+    in_ptr = np.zeros(total + 1, dtype=np.int64)
+    np.cumsum(valid.sum(1), out=in_ptr[1:])
+
+    final = np.zeros(total, dtype=bool)
+    final[hi - 1] = True  # hub_U
+    last = lengths > 0
+    for s in topo.exit_states:  # y_U's exit states: slots 1+s of block U-1
+        final[(hi - 1 - (x + 1) + 1 + s)[last]] = True
+    in_src = ell[valid]
+    return GraphBatch(column, in_ptr, in_src, *_by_source(in_ptr, in_src), final, lo.copy(), lo,
+                      hi.copy(), hi)
+
+
+# --------------------------------------------------------------------------------------------
+# Denominator: T itself (eq. 5), factored through one epsilon node
+
+
+@lru_cache(maxsize=64)
+def denominator(topology: str, num_phones: int, blank: int = 0) -> GraphBatch:
+    """The token graph ``T`` of eq. (5) over P phones, for one utterance (``lo = 0``).
+
+    Nodes: the hub 0 (blank), phone state ``(p, s)`` at ``1 + (p-1) x + s`` (its token id),
+    and the epsilon node ``G = 1 + P x`` (see the module doc).  Accepts the same token
+    sequences as ``topology.arcs(topology, P)``, each with the same number of paths.
+    Cached: the arrays are shared, never write to them.
+    """
+    topo = get(topology)
+    x = topo.states
+    exits = topo.exit_states
+    within = topo.within()
+    if topo.ctc_rule:
+        # The missing arc "exit of p -> p0 starting a second p" is stood for by G -> p0 only
+        # if each exit state of p already has a within arc to p0 with p0's token (a loop).
+        absorbed = [(s, 0) for s in exits]
+        if any(arc not in within for arc in absorbed):
+            raise NotImplementedError(f"{topo.name}: CTC's rule without a loop to state 0")
+        within = [arc for arc in within if arc not in absorbed]
+    hub, gather = 0, 1 + num_phones * x
+    size = gather + 1
+
+    def node(p: int, s: int) -> int:
+        return 1 + (p - 1) * x + s
+
+    into: list[list[int]] = [[] for _ in range(size)]
+    into[hub] = [gather]
+    for p in range(1, num_phones + 1):
+        into[node(p, 0)].append(gather)
+        for a, b in within:
+            into[node(p, b)].append(node(p, a))
+    into[gather] = [hub] + [node(p, s) for p in range(1, num_phones + 1) for s in exits]
+
+    cols = columns(topo, num_phones, blank)
+    column = np.concatenate([cols, [EPSILON]]).astype(np.int64)
+    in_ptr = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum([len(srcs) for srcs in into], out=in_ptr[1:])
+    in_src = np.array([s for srcs in into for s in srcs], dtype=np.int64)
+    final = np.zeros(size, dtype=bool)
+    final[hub] = True
+    for p in range(1, num_phones + 1):
+        final[[node(p, s) for s in exits]] = True
+    graph = GraphBatch(column, in_ptr, in_src, *_by_source(in_ptr, in_src), final,
+                       np.array([hub]), np.array([0]), np.array([gather]), np.array([size]))
+    for a in (graph.column, graph.in_ptr, graph.in_src, graph.out_ptr, graph.out_dst,
+              graph.final):
+        a.flags.writeable = False
+    return graph

@@ -1,0 +1,95 @@
+"""Training a CTC-like acoustic model under one topology with the shared trainer.
+
+:class:`CtcTask` is the :class:`speechlab.train.trainer.Task`: duration-bucketed batches of
+in-memory utterances (:mod:`speechlab.asr.data`), the graph loss of eqs. 1-5 of the
+CTC-topologies paper (:func:`speechlab.asr.ctc.loss.graph_loss`) averaged over the batch's
+utterances, and the dev loss per utterance for validation. An utterance too short for its
+transcript under the topology (a T2 topology needs two frames per phone) has an infinite loss:
+it is left out of the batch's mean and counted (``infeasible`` in the log), never trained on
+as NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from speechlab.asr.data import Batch, Utterance, collate
+from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
+from speechlab.errors import ConfigError, DataError
+from speechlab.train.sampler import BucketBatches, MapBatches
+
+
+@dataclass(frozen=True)
+class CtcTaskConfig:
+    """Batching and loss options: ``max_frames`` bounds a batch's padded 10 ms frames;
+    ``denominator`` keeps eq. 5's normalisation term (the paper's training)."""
+
+    max_frames: int = 8000
+    max_utterances: int = 64
+    denominator: bool = True
+    spec_augment: bool = True
+    valid_utterances: int = 300
+
+    def __post_init__(self) -> None:
+        for name in ("max_frames", "max_utterances", "valid_utterances"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"task.{name} must be >= 1, got {getattr(self, name)}")
+
+
+class CtcTask:
+    """The trainer's task for one CTC-like model and topology on in-memory utterances."""
+
+    def __init__(self, topology: str, train: Sequence[Utterance], dev: Sequence[Utterance],
+                 cfg: CtcTaskConfig = CtcTaskConfig(), *, seed: int = 0, rank: int = 0,
+                 world_size: int = 1) -> None:
+        self.topology = topology
+        self.cfg = cfg
+        self.train = [u for u in train if u.tokens]
+        self.dev = [u for u in dev if u.tokens][: cfg.valid_utterances]
+        if not self.train:
+            raise DataError("no training utterances with phone targets")
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
+
+    def batches(self) -> MapBatches:
+        sampler = BucketBatches(durations=[u.num_frames for u in self.train],
+                                batch_size=self.cfg.max_utterances, max_frames=self.cfg.max_frames,
+                                seed=self.seed, rank=self.rank, world_size=self.world_size)
+        return MapBatches(sampler, lambda idx: collate([self.train[i] for i in idx]))
+
+    def _nll(self, model: nn.Module, batch: Batch, train: bool) -> Tensor:
+        from speechlab.asr.ctc.loss import graph_loss
+
+        x = batch.x
+        if train and self.spec_augment is not None:
+            x, _ = self.spec_augment(x, batch.x_lens)
+        log_probs, lens = model(x, batch.x_lens)
+        return graph_loss(log_probs, lens, batch.targets, batch.target_lens,
+                          topology=self.topology, denominator=self.cfg.denominator)
+
+    def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, dict[str, float], float]:
+        """Mean negative log-likelihood over the batch's feasible utterances."""
+        nll = self._nll(model, batch, train=True)
+        ok = torch.isfinite(nll)
+        n = int(ok.sum())
+        # With every utterance infeasible this is a zero that still belongs to the graph (zero
+        # gradients), so the trainer's step, and DDP's all-reduce, go on.
+        loss = torch.where(ok, nll, 0.0).sum() / max(n, 1)
+        return loss, {"infeasible": float(len(nll) - n)}, float(n)
+
+    def validate(self, model: nn.Module) -> dict[str, float]:
+        """Dev negative log-likelihood per feasible utterance (``loss``) and the share of dev
+        utterances the topology cannot align (``infeasible``)."""
+        total, n, bad = 0.0, 0, 0
+        for i in range(0, len(self.dev), 16):
+            nll = self._nll(model, collate(self.dev[i : i + 16]), train=False)
+            ok = torch.isfinite(nll)
+            total += float(nll[ok].sum())
+            n += int(ok.sum())
+            bad += int((~ok).sum())
+        return {"loss": total / n if n else math.nan, "infeasible": bad / max(len(self.dev), 1)}

@@ -1,0 +1,47 @@
+"""An untrained RNN-T run directory, laid out like a trained one, for decoding tests.
+
+``rnnt decode RUN MODEL WAV`` reads ``RUN/models/MODEL/ckpt-*.pt`` (which say what model they
+hold),
+``RUN/lang/<lang>.json`` and ``RUN/lang/cmvn.safetensors``; :func:`untrained_run` writes all of
+them for a model with random weights (the ``ci`` preset by default: decodes in milliseconds),
+so tests of the decoding command need no training.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+# A few words per language: the tokenizers' graphemes.
+TEXTS = {"en": ["hello world", "the quick brown fox"], "hi": ["नमस्ते दुनिया"],
+         "ta": ["வணக்கம் உலகம்"], "gu": ["નમસ્તે દુનિયા"]}
+
+
+def untrained_run(out_dir: str | Path, variant: str = "multisoftmax_lid",
+                  languages: tuple[str, ...] = ("en", "hi"), preset: str = "ci",
+                  name: str | None = None, seed: int = 0) -> Path:
+    """Write a run directory holding one untrained ``variant`` model named ``name`` (default:
+    the variant); returns the run directory."""
+    from speechlab.asr.rnnt.model import build
+    from speechlab.asr.rnnt.presets import get_preset
+    from speechlab.audio.transforms import GlobalCMVN
+    from speechlab.text.graphemes import GraphemeTokenizer
+    from speechlab.experiment.trained import ModelCard
+    from speechlab.train.checkpoint import checkpoint_path, save_checkpoint
+
+    out = Path(out_dir)
+    tokenizers = {lang: GraphemeTokenizer.build(TEXTS[lang], lang) for lang in languages}
+    for lang, tok in tokenizers.items():
+        tok.save(out / "lang" / f"{lang}.json")
+    sizes = {lang: len(tok) for lang, tok in tokenizers.items()}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = build(variant, sizes, preset)
+        cmvn = GlobalCMVN(dim=get_preset(preset).feature_dim)
+        cmvn.accumulate(torch.randn(200, cmvn.dim) * 3 + 5)
+    cmvn.finalize().save(out / "lang" / "cmvn.safetensors")
+    model_dir = out / "models" / (name or variant)
+    save_checkpoint(checkpoint_path(model_dir, 0), step=0, model=model.state_dict(),
+                    model_config=ModelCard.of("rnnt", model.config).to_dict())
+    return out

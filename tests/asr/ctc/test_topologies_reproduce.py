@@ -1,0 +1,39 @@
+"""`speechlab reproduce topologies` end to end at the `ci` scale on the tiny embedded corpus:
+every topology trained with the graph loss, decoded over T∘L∘G, its lattices measured, and
+Tables 1-4 written; the table cells are the hypotheses and lattices they summarise."""
+
+from __future__ import annotations
+
+import pytest
+
+from speechlab.cli import main
+from speechlab.report import Results
+from speechlab.testing.corpus import tiny_corpus
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_espeak]
+
+
+def test_reproduce_topologies_writes_tables_1_to_4(tmp_path):
+    from speechlab.metrics import wer
+
+    corpus = tiny_corpus(tmp_path)
+    out = tmp_path / "run"
+    assert main(["reproduce", "topologies", "--scale", "ci", "--corpus", str(corpus), "--out",
+                 str(out), "--jobs", "2"]) == 0
+    res = Results.load(out)
+    assert [t.name for t in res.tables] == ["table1", "table2", "table3", "table4", "fullsum",
+                                            "training"]
+    t1 = res.table("table1")
+    assert [r[0] for r in t1.rows] == ["S1-T1", "S2-T1", "S2-T1★", "S2-T2★", "S2-T2", "S3-T2",
+                                       "S3-T2★", "S3-T2★★"]
+    # Table 1's S1-T1 English cell is the WER of the hypotheses it wrote.
+    refs = dict(l.split(" ", 1) for l in (out / "hyps" / "en" / "ref.txt").read_text().splitlines())
+    hyps = dict((l.split(" ", 1) + [""])[:2]
+                for l in (out / "hyps" / "en" / "en_S1-T1.txt").read_text().splitlines())
+    assert t1.rows[0][1] == pytest.approx(100 * wer(list(refs.values()),
+                                                    [hyps[u] for u in refs]).wer)
+    # BPP and BHP are proportions; Table 3 is a share of utterances.
+    for row in res.table("table2").rows + res.table("table3").rows:
+        assert all(v is None or 0 <= v <= 100 for v in row[1:]), row
+    assert {f.path for f in res.figures} <= {"bpp_histogram.png", "bhp_histogram.png"}
+    assert res.scale == "ci"

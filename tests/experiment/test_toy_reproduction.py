@@ -1,0 +1,77 @@
+"""A new paper plugs in with a plan and its tables alone: the toy reproduction trains and
+decodes through the shared scheduler, in worker processes or in this one, with the same
+results; several papers share one scheduler and report their time against their budgets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from speechlab.experiment import Run, load_trained, reproduce
+from speechlab.experiment.runner import budget_lines
+from speechlab.report import Results
+from speechlab.testing.toy_reproduction import ToyRecipe, ToyReproduction
+
+
+def _direct_mse(out, model_name, lang):
+    """What the MSE must be, computed here from the trained checkpoint."""
+    paper = ToyReproduction()
+    data = paper.prepare(ToyRecipe(), out / "elsewhere", None)
+    model = load_trained(out / "models" / model_name)
+    sel = [i for i, l in enumerate(data.languages) if l == lang]
+    with torch.no_grad():
+        return float(((model(data.x[sel], lang) - data.y[sel]) ** 2).mean())
+
+
+def test_toy_paper_trains_and_decodes_through_worker_processes(tmp_path):
+    out = tmp_path / "toy"
+    [summary] = reproduce([Run(ToyReproduction(), ToyRecipe(), "ci", out)], jobs=2)
+    assert summary.out == out and summary.scale == "ci"
+    res = Results.load(out)
+    assert res.scale == "ci"
+    rows = {r[0]: r for r in res.table("mse").rows}
+    for model, lang, col in (("base", "a", 1), ("tuned", "b", 2)):
+        assert rows[model][col] == pytest.approx(_direct_mse(out, model, lang), rel=1e-6)
+    # the job restricted to language a decoded nothing else
+    assert rows["tuned_a"][2] is None and rows["tuned_a"][1] == pytest.approx(rows["tuned"][1])
+    # fine-tuning started from the trained base: it finished after it, and it is better
+    jobs = (out / "jobs.txt").read_text().split("\n")
+    assert jobs.index("train base") < jobs.index("train tuned")
+    assert rows["tuned"][1] + rows["tuned"][2] < rows["base"][1] + rows["base"][2]
+    # the main process wrote the data once; each worker read it once, however many jobs it ran
+    prepared = (out / "prepared.txt").read_text().split("\n")[:-1]
+    assert prepared[0].endswith("write")
+    readers = [p.split()[0] for p in prepared[1:]]
+    assert 1 <= len(readers) <= 2 and len(set(readers)) == len(readers)
+
+    # In one process the decoded numbers are the same (the models are already trained).
+    again = tmp_path / "again"
+    import shutil
+
+    shutil.copytree(out / "models", again / "models")
+    reproduce([Run(ToyReproduction(), ToyRecipe(), "ci", again)], jobs=1)
+    assert Results.load(again).table("mse").rows == res.table("mse").rows
+    # nothing was trained again: the logs did not grow
+    assert (again / "models" / "base" / "log.jsonl").read_text() == \
+        (out / "models" / "base" / "log.jsonl").read_text()
+
+
+def test_two_papers_share_one_scheduler_and_report_their_budgets(tmp_path):
+    runs = [Run(ToyReproduction("toy_a", demo_minutes=5.0), ToyRecipe(), "demo", tmp_path / "a"),
+            Run(ToyReproduction("toy_b", demo_minutes=0.0), ToyRecipe(), "demo", tmp_path / "b")]
+    summaries = reproduce(runs, jobs=2)
+    assert sorted(s.paper for s in summaries) == ["toy_a", "toy_b"]
+    lines = {s.paper: line for s, line in zip(summaries, budget_lines(summaries))}
+    assert "of 5.0 (within budget)" in lines["toy_a"]
+    assert "of 0.0 (OVER BUDGET)" in lines["toy_b"]
+    for d in ("a", "b"):
+        assert Results.load(tmp_path / d).scale == "demo"
+
+
+def test_a_paper_cannot_run_twice_in_one_call(tmp_path):
+    from speechlab.errors import ConfigError
+
+    runs = [Run(ToyReproduction(), ToyRecipe(), "ci", tmp_path / "a"),
+            Run(ToyReproduction(), ToyRecipe(), "ci", tmp_path / "b")]
+    with pytest.raises(ConfigError, match="once per call"):
+        reproduce(runs)

@@ -1,0 +1,106 @@
+"""`speechlab train PAPER MODEL` under torchrun: two gloo processes train a paper's model on
+the `ci` recipe, a stopped run resumes under DDP, and the directory is the kind `reproduce`
+makes (decoding and the tables run on it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from speechlab.cli import main
+from speechlab.report import Results
+from speechlab.testing.corpus import tiny_corpus
+from speechlab.train.checkpoint import load_checkpoint
+from speechlab.train.log import read_log
+
+pytestmark = [pytest.mark.slow, pytest.mark.needs_espeak]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return tiny_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+def _command(out, corpus, steps, *extra):
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+            "-m", "speechlab", "train", "multisoftmax", "multisoftmax", "--scale", "ci",
+            "--out", str(out), "--corpus", str(corpus),
+            # two ranks need two batches of each language from 4 training utterances
+            "--set", f"train.max_steps={steps}", "task.max_frames=400", *extra]
+
+
+ENV = dict(os.environ, OMP_NUM_THREADS="1", SPEECHLAB_PROGRESS="0")
+
+
+def _torchrun(out, corpus, steps, *extra):
+    proc = subprocess.run(_command(out, corpus, steps, *extra), env=ENV, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_two_processes_train_resume_and_leave_a_reproduce_directory(tmp_path, corpus, capsys):
+    out = tmp_path / "run"
+    first = _torchrun(out, corpus, steps=2)
+    model_dir = out / "models" / "multisoftmax"
+    assert first.stdout.strip() == str(model_dir)  # rank 0 alone prints (and writes)
+    ckpt = load_checkpoint(model_dir / "ckpt-00000002.pt")
+    assert ckpt["world_size"] == 2 and len(ckpt["rng"]) == 2
+    assert ckpt["model_config"]["config"]["variant"] == "multisoftmax"
+
+    second = _torchrun(out, corpus, steps=4)
+    assert "resuming from" in second.stderr and "at update 2" in second.stderr
+    steps = [r["step"] for r in read_log(model_dir / "log.jsonl") if r["kind"] == "train"]
+    assert steps == [2, 4]  # ci logs every 2 updates; nothing logged twice after the resume
+
+    # The same directory serves `rnnt decode` and `reproduce` (which trains the other models
+    # and keeps this one: its log does not grow).
+    wav = sorted((corpus / "wav").rglob("*.wav"))[0]
+    assert main(["rnnt", "decode", str(out), "multisoftmax", str(wav), "--language", "hi"]) == 0
+    assert capsys.readouterr().out.startswith(str(wav))
+    log_before = (model_dir / "log.jsonl").read_text()
+    assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out), "--corpus",
+                 str(corpus), "--jobs", "2"]) == 0
+    assert (model_dir / "log.jsonl").read_text() == log_before
+    assert [r[0] for r in Results.load(out).table("table2").rows][3] == "Multi-softmax"
+
+
+def test_a_killed_ddp_run_resumes_and_finishes(tmp_path, corpus):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    model_dir = out / "models" / "multisoftmax"
+    cmd = _command(out, corpus, 40, "train.checkpoint_every=1", "train.log_every=1",
+                   "train.valid_every=0")
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 240
+    while not (model_dir / "ckpt-00000003.pt").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the launcher and both ranks, mid-training
+    proc.wait()
+    killed_at = max(r["step"] for r in read_log(model_dir / "log.jsonl") if r["kind"] == "train")
+    assert 3 <= killed_at < 40
+    resumed = _torchrun(out, corpus, 40, "train.checkpoint_every=1", "train.log_every=1",
+                        "train.valid_every=0")
+    assert "resuming from" in resumed.stderr
+    steps = [r["step"] for r in read_log(model_dir / "log.jsonl") if r["kind"] == "train"]
+    assert steps == list(range(1, 41))  # every update logged once, none lost or repeated
+
+
+def test_train_names_models_it_does_not_know_and_missing_seeds(tmp_path):
+    from speechlab.errors import ConfigError
+    from speechlab.experiment import load_run, train_one
+    from speechlab.experiment.papers import get_paper
+
+    run = load_run(get_paper("multisoftmax"), "ci", tmp_path / "run")
+    with pytest.raises(ConfigError, match="trains no model 'nonesuch'; its models: vanilla, "):
+        train_one(run, "nonesuch")
+    with pytest.raises(ConfigError, match="ft_ms_hi starts from multisoftmax, which is not trained"):
+        train_one(run, "ft_ms_hi")
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,421 @@
+"""Every bad input and fault, through the console script: exit 2, one line, nothing left behind.
+
+Each row of :data:`CASES` is one bad input: a setup that makes it in an empty directory, the
+command line, and what the error line must name. The test runs the command in-process (as
+``speechlab`` would, with log lines shown on stderr) and checks that it exits 2, that stderr is
+exactly one line ``speechlab: error: ...`` naming the item, with no traceback, and that the
+directory is byte for byte as the setup left it: no half-written file, no new directory, no
+input changed. A few rows also run as a real subprocess.
+
+A new paper adds its rows here (its commands' bad options, bad inputs and side files).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from speechlab.cli import main
+from speechlab.testing.audio import nonfinite_wav, tone_cut
+from speechlab.testing.files import snapshot
+from speechlab.testing.rnnt import untrained_run
+
+
+# ---------------------------------------------------------------------------------------------
+# What a setup can make
+
+
+class Env:
+    """The case's directory and helpers for its setup; undoes read-only directories after."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._locked: list[Path] = []
+
+    def __truediv__(self, name: str) -> Path:
+        return self.root / name
+
+    def text(self, name: str, content: str) -> Path:
+        p = self.root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content, encoding="utf-8")
+        return p
+
+    def tone(self, name: str = "tone.wav", seconds: float = 1.0) -> Path:
+        tone_cut(self.root / name, duration=seconds)
+        return self.root / name
+
+    def kaldi(self, name: str = "kaldi", wavs: dict[str, str] | None = None) -> Path:
+        """A Kaldi data dir; ``wavs`` maps utterance id -> wav.scp value (default: one tone)."""
+        d = self.root / name
+        d.mkdir(parents=True, exist_ok=True)
+        wavs = wavs or {"u1": str(self.tone(f"{name}-u1.wav"))}
+        (d / "wav.scp").write_text("".join(f"{u} {v}\n" for u, v in wavs.items()))
+        (d / "text").write_text("".join(f"{u} hello world\n" for u in wavs))
+        (d / "utt2spk").write_text("".join(f"{u} spk\n" for u in wavs))
+        (d / "utt2lang").write_text("".join(f"{u} en\n" for u in wavs))
+        return d
+
+    def corpus(self, name: str = "corpus") -> Path:
+        """A corpus directory holding an imported ``train`` split."""
+        main(["data", "import-kaldi", str(self.kaldi(f"{name}-src")), "--out",
+              str(self.root / name), "--split", "train"])
+        return self.root / name
+
+    def run_dir(self, variant: str = "multisoftmax_lid") -> Path:
+        return untrained_run(self.root / "run", variant)
+
+    def read_only(self, name: str) -> Path:
+        """A directory nothing can be written into, root included (root ignores permissions:
+        the directory is made immutable instead)."""
+        d = self.root / name
+        d.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() != 0:
+            d.chmod(0o555)
+        elif shutil.which("chattr") is None or subprocess.run(
+                ["chattr", "+i", str(d)], capture_output=True).returncode != 0:
+            pytest.skip("running as root on a file system without immutable directories: "
+                        "no way to make a read-only directory")
+        self._locked.append(d)
+        try:
+            with tempfile.TemporaryFile(dir=d):
+                pytest.skip(f"{d} stays writable here")
+        except OSError:
+            pass
+        return d
+
+    def unlock(self) -> None:
+        for d in self._locked:
+            if os.geteuid() == 0:
+                subprocess.run(["chattr", "-i", str(d)], check=False)
+            else:
+                d.chmod(0o755)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input: ``setup`` makes it, ``argv`` is the command line, the one-line error must
+    contain ``names`` (``{d}`` is replaced by the case's directory)."""
+
+    id: str
+    argv: Callable[[Env], list[str]]
+    names: str
+    setup: Callable[[Env], object] = lambda env: None
+    subprocess: bool = False  # also run as a real `python -m speechlab.cli`
+
+
+def _score(env: Env, *extra: str) -> list[str]:
+    env.text("ref.txt", "u1 a b c\n")
+    env.text("hyp.txt", "u1 a b d\n")
+    return ["score", "--ref", str(env / "ref.txt"), "--hyp", str(env / "hyp.txt"), *extra]
+
+
+def _decode(env: Env, *extra: str, model: str = "multisoftmax_lid", wav: str = "tone.wav"
+            ) -> list[str]:
+    return ["rnnt", "decode", str(env / "run"), model, str(env / wav), *extra]
+
+
+def _decode_setup(env: Env) -> None:
+    env.run_dir()
+    env.tone()
+
+
+def _nan_cuts(env: Env) -> None:
+    from lhotse import CutSet
+
+    from speechlab.testing.audio import nonfinite_cut
+
+    CutSet.from_cuts([tone_cut(env / "ok.wav", cut_id="ok"),
+                      nonfinite_cut(env / "nan.wav", cut_id="nan-cut")]).to_file(env / "c.jsonl.gz")
+
+
+def _lhotse_inf(env: Env) -> None:
+    from lhotse import Recording, RecordingSet, SupervisionSegment, SupervisionSet
+
+    rec = Recording.from_file(nonfinite_wav(env / "inf.wav", value=np.inf), recording_id="r")
+    RecordingSet.from_recordings([rec]).to_file(env / "recs.jsonl.gz")
+    SupervisionSet.from_segments([SupervisionSegment("r", "r", 0, 1.0, text="hi", language="en",
+                                                     speaker="s")]).to_file(env / "sups.jsonl.gz")
+
+
+def _piped(env: Env) -> None:
+    a, b = env.tone("a.wav"), env.tone("b.wav")
+    env.kaldi("kaldi", {"u1": f"sox {a} -t wav - |", "u2": f"sox {b} -t wav - |",
+                        "u3": "false |"})
+
+
+def _resave(path: str, drop: str | None = None, **parts) -> Callable[[Env], None]:
+    """Set up a decodable run, then rewrite one checkpoint without ``drop`` / with ``parts``."""
+    def setup(env: Env) -> None:
+        from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
+
+        _decode_setup(env)
+        ckpt = load_checkpoint(env / path)
+        ckpt.pop("format_version")
+        ckpt.pop(drop, None)
+        save_checkpoint(env / path, **{**ckpt, **parts})
+    return setup
+
+
+def _corrupt(path: str, content: bytes = b"{ not json") -> Callable[[Env], None]:
+    def setup(env: Env) -> None:
+        _decode_setup(env)
+        (env / path).write_bytes(content)
+    return setup
+
+
+def _results(env: Env) -> None:
+    env.text("runA/results.json", '{"title": "x", "tables": [')
+
+
+CASES: list[Case] = [
+    # --- numeric options, refused where they enter, before any work
+    Case("score-level-above-1", lambda e: _score(e, "--level", "1.5"), "'level' must be < 1"),
+    Case("score-level-nan", lambda e: _score(e, "--level", "nan"), "'level' must be a number"),
+    Case("score-negative-resamples", lambda e: _score(e, "--num_resamples", "-5"),
+         "'num_resamples' must be >= 0"),
+    Case("score-negative-seed", lambda e: _score(e, "--seed", "-1"), "'seed' must be >= 0"),
+    Case("train-lr-nan", lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--out",
+                                    str(e / "run"), "--set", "train.optim.lr=nan"],
+         "'train.optim.lr' must be a number, got nan", subprocess=True),
+    Case("train-lr-negative", lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--out",
+                                         str(e / "run"), "--set", "train.optim.lr=-0.001"],
+         "'train.optim.lr' must be > 0"),
+    Case("train-max-frames-negative", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                 "--out", str(e / "run"), "--set",
+                                                 "task.max_frames=-1"],
+         "'task.max_frames' must be >= 1"),
+    Case("decode-beam-zero", lambda e: _decode(e, "--beam", "0"), "--beam must be >= 1",
+         _decode_setup),
+    Case("decode-beam-nan", lambda e: _decode(e, "--beam", "nan"), "--beam: invalid int value",
+         _decode_setup),
+    Case("decode-chunk-nan", lambda e: _decode(e, "--chunk-ms", "nan"), "--chunk-ms must be",
+         _decode_setup),
+    Case("decode-chunk-negative", lambda e: _decode(e, "--chunk-ms", "-300"), "--chunk-ms must",
+         _decode_setup),
+    Case("decode-tau-negative", lambda e: _decode(e, "--tau", "-1"), "--tau must be >= 0",
+         _decode_setup),
+    Case("decode-s-th-nan", lambda e: _decode(e, "--s-th", "nan"), "--s-th must be a number",
+         _decode_setup),
+    Case("decode-unknown-method", lambda e: _decode(e, "--method", "viterbi"),
+         "unknown search method 'viterbi'", _decode_setup),
+    Case("decode-unknown-language", lambda e: _decode(e, "--language", "fr"),
+         "--language 'fr'", _decode_setup),
+    Case("fbank-negative-shift", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                            "--out", str(e / "f"), "--frame_shift_ms", "-10"],
+         "'frame_shift_ms' must be > 0", _nan_cuts),
+    Case("corpus-noise-prob", lambda e: ["data", "make-asr-corpus", "--tiny", "--out",
+                                         str(e / "c"), "--noise_prob", "2"],
+         "'noise_prob' must be <= 1"),
+    Case("corpus-minutes-nan", lambda e: ["data", "make-asr-corpus", "--out", str(e / "c"),
+                                          "--minutes", "en=nan"], "'minutes' must be a number"),
+    Case("import-sample-rate-zero", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                               str(e / "c"), "--sample_rate", "0"],
+         "'sample_rate' must be >= 1", lambda e: e.kaldi()),
+    Case("missing-required-option", lambda e: ["score", "--ref", str(e / "ref.txt")],
+         "the following arguments are required: --hyp"),
+    Case("score-unknown-normalization", lambda e: _score(e, "--normalization", "NFX"),
+         "'normalization': 'NFX' is not one of"),
+    Case("split-name-not-a-file-name", lambda e: ["data", "import-kaldi", str(e / "kaldi"),
+                                                  "--out", str(e / "c"), "--split", "../up"],
+         "split name '../up'", lambda e: e.kaldi()),
+    Case("hypothesis-file-missing", lambda e: ["score", "--ref", str(e / "ref.txt"), "--hyp",
+                                               str(e / "nope.txt")], "{d}/nope.txt: no such file",
+         lambda e: e.text("ref.txt", "u1 a\n")),
+    Case("decode-unknown-model", lambda e: _decode(e, model="mono_fr"),
+         "{d}/run/models/mono_fr: no such model", _decode_setup),
+    # --- non-finite audio, refused at import and named by every later stage
+    Case("import-kaldi-nan-wav", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                            str(e / "c")], "nan.wav (utterance 'u1'): 100 non-finite",
+         lambda e: e.kaldi(wavs={"u1": str(nonfinite_wav(e / "nan.wav"))}), subprocess=True),
+    Case("import-lhotse-inf-wav", lambda e: ["data", "import-lhotse", "--recordings",
+                                             str(e / "recs.jsonl.gz"), "--supervisions",
+                                             str(e / "sups.jsonl.gz"), "--out", str(e / "c"),
+                                             "--split", "train"],
+         "inf.wav (utterance 'r'): 100 non-finite", _lhotse_inf),
+    Case("features-nan-cut", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                        "--out", str(e / "f")], "cut 'nan-cut'", _nan_cuts),
+    Case("decode-nan-wav", lambda e: _decode(e, wav="nan.wav"), "nan.wav: 100 non-finite",
+         lambda e: (_decode_setup(e), nonfinite_wav(e / "nan.wav"))),
+    # --- no command replaces or half-writes data
+    Case("import-over-existing-split", lambda e: ["data", "import-kaldi", str(e / "kaldi"),
+                                                  "--out", str(e / "corpus"), "--split", "train"],
+         "already holds split 'train' (1 utterances", lambda e: (e.corpus(), e.kaldi())),
+    Case("build-over-imported-split", lambda e: ["data", "make-asr-corpus", "--tiny", "--out",
+                                                 str(e / "corpus")],
+         "holds imported split(s) ['train']", lambda e: e.corpus()),
+    Case("import-piped-third-fails", lambda e: ["data", "import-kaldi", str(e / "kaldi"),
+                                                "--out", str(e / "c")],
+         "wav.scp:3 (utterance 'u3'): command failed", _piped),
+    # --- operating-system faults: one line naming the path and what to do
+    Case("json-into-read-only-dir", lambda e: _score(e, "--json", str(e / "ro" / "s.json")),
+         "{d}/ro/s.json", lambda e: e.read_only("ro")),
+    Case("cmvn-into-read-only-dir", lambda e: ["features", "cmvn", "--cuts", str(e / "c.jsonl.gz"),
+                                               "--out", str(e / "ro" / "cmvn.safetensors")],
+         "{d}/ro/cmvn.safetensors", lambda e: (_nan_cuts(e), e.read_only("ro"))),
+    Case("import-into-read-only-dir", lambda e: ["data", "import-kaldi", str(e / "kaldi"),
+                                                 "--out", str(e / "ro" / "corpus")],
+         "{d}/ro/corpus", lambda e: (e.kaldi(), e.read_only("ro"))),
+    # --- reproductions and training: checked before anything is written
+    Case("reproduce-corpus-not-a-dir", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                  "--corpus", str(e / "nope"), "--out", str(e / "run")],
+         "--corpus {d}/nope: not a directory"),
+    Case("reproduce-corpus-without-manifests", lambda e: ["reproduce", "multisoftmax", "--scale",
+                                                          "ci", "--corpus", str(e / "c"), "--out",
+                                                          str(e / "run")],
+         "{d}/c/train_cuts.jsonl.gz is missing", lambda e: (e / "c").mkdir()),
+    Case("reproduce-zero-jobs", lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--jobs",
+                                           "0", "--out", str(e / "run")], "jobs must be >= 1"),
+    Case("reproduce-unknown-scale", lambda e: ["reproduce", "multisoftmax", "--scale", "huge",
+                                               "--out", str(e / "run")], "no scale 'huge'"),
+    Case("reproduce-bad-recipe-value", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                  "--set", "mono_steps=-3", "--out", str(e / "run")],
+         "mono_steps"),
+    Case("train-unknown-model", lambda e: ["train", "multisoftmax", "nonesuch", "--scale", "ci",
+                                           "--out", str(e / "run")], "trains no model 'nonesuch'"),
+    Case("train-without-its-seed", lambda e: ["train", "multisoftmax", "ft_ms_hi", "--scale", "ci",
+                                              "--out", str(e / "run")],
+         "ft_ms_hi starts from multisoftmax, which is not trained"),
+    Case("training-into-read-only-dir", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                   "--out", str(e / "ro" / "run")],
+         "{d}/ro/run", lambda e: e.read_only("ro")),
+    Case("report-into-read-only-dir", lambda e: ["report", str(e / "runA"), "--out",
+                                                 str(e / "ro")], "{d}/ro",
+         lambda e: (_results(e), e.read_only("ro"))),
+    Case("corpus-into-a-file", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                          str(e / "kaldi" / "text")],
+         "{d}/kaldi/text is not a directory", lambda e: e.kaldi()),
+    Case("output-under-a-file", lambda e: _score(e, "--json", str(e / "ref.txt" / "s.json")),
+         "{d}/ref.txt/s.json is not a directory"),
+    Case("output-is-a-directory", lambda e: _score(e, "--json", str(e / "out")),
+         "{d}/out is a directory", lambda e: (e / "out").mkdir()),
+    Case("output-dir-is-a-file", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                            "--out", str(e / "ok.wav")],
+         "{d}/ok.wav is not a directory", _nan_cuts),
+    Case("input-is-a-directory", lambda e: ["score", "--ref", str(e / "d"), "--hyp", str(e / "d")],
+         "{d}/d: is a directory", lambda e: (e / "d").mkdir()),
+    Case("cuts-is-a-directory", lambda e: ["features", "compute", "--cuts", str(e / "d"),
+                                           "--out", str(e / "f")],
+         "{d}/d is a directory", lambda e: (e / "d").mkdir()),
+    Case("config-is-a-directory", lambda e: ["reproduce", "multisoftmax", "--config",
+                                             str(e / "d"), "--out", str(e / "run")],
+         "{d}/d is a directory", lambda e: (e / "d").mkdir()),
+    Case("unwritable-system-path", lambda e: _score(e, "--json", "/proc/speechlab/s.json"),
+         "/proc/speechlab/s.json"),
+    # --- corrupt side files of a trained model or run
+    Case("checkpoint-without-model-config", lambda e: _decode(e), "does not say which model",
+         _resave("run/models/multisoftmax_lid/ckpt-00000000.pt", drop="model_config")),
+    Case("checkpoint-of-another-family", lambda e: _decode(e), "holds a 'toy' model, not an RNN-T",
+         _resave("run/models/multisoftmax_lid/ckpt-00000000.pt",
+                 model_config={"family": "toy", "config": {}})),
+    Case("tokenizer-json-corrupt", lambda e: _decode(e), "run/lang/hi.json is not valid JSON",
+         _corrupt("run/lang/hi.json")),
+    Case("cmvn-corrupt", lambda e: _decode(e), "run/lang/cmvn.safetensors",
+         _corrupt("run/lang/cmvn.safetensors", b"\x00" * 20)),
+    Case("tokenizer-of-another-model", lambda e: _decode(e), "run/lang/hi.json: 3 symbols",
+         _corrupt("run/lang/hi.json", b'{"type": "grapheme", "language": "hi", "normalize": true,'
+                  b' "symbols": ["<blank>", "a", "B_a"]}')),
+    Case("checkpoint-corrupt", lambda e: _decode(e), "ckpt-00000000.pt is corrupt",
+         _corrupt("run/models/multisoftmax_lid/ckpt-00000000.pt", b"PK\x03\x04 truncated")),
+    Case("results-json-corrupt", lambda e: ["report", str(e / "runA"), "--out", str(e / "rep")],
+         "runA/results.json:1: corrupt results file", _results),
+    Case("corpus-json-corrupt", lambda e: ["data", "info", str(e / "c")],
+         "c/corpus.json:1: corrupt corpus summary", lambda e: e.text("c/corpus.json", "{")),
+    Case("cuts-given-as-recordings", lambda e: ["data", "import-lhotse", "--recordings",
+                                                str(e / "c.jsonl.gz"), "--supervisions",
+                                                str(e / "c.jsonl.gz"), "--out", str(e / "o"),
+                                                "--split", "x"],
+         "c.jsonl.gz: not a lhotse RecordingSet: it holds MonoCut items", _nan_cuts),
+    Case("cuts-out-without-suffix", lambda e: ["features", "compute", "--cuts",
+                                               str(e / "c.jsonl.gz"), "--out", str(e / "f"),
+                                               "--cuts-out", str(e / "f2")],
+         "--cuts-out {d}/f2: a manifest file name must end in", _nan_cuts),
+    Case("cuts-manifest-corrupt", lambda e: ["features", "compute", "--cuts",
+                                             str(e / "bad.jsonl.gz"), "--out", str(e / "f")],
+         "bad.jsonl.gz is not a lhotse cuts manifest",
+         lambda e: (e / "bad.jsonl.gz").write_bytes(b"\x1f\x8b garbage")),
+]
+
+
+def _one_line(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"
+    assert lines[0].startswith("speechlab: error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def env(tmp_path):
+    e = Env(tmp_path / "case")
+    e.root.mkdir()
+    yield e
+    e.unlock()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_exits_2_with_one_line_and_leaves_nothing_behind(case, env, capsys):
+    case.setup(env)
+    argv = case.argv(env)
+    before = snapshot(env.root)
+    capsys.readouterr()
+    # What a user sees on stderr: the error line and any log line the command printed first.
+    handler = logging.StreamHandler(sys.stderr)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    old_level, root.level = root.level, logging.INFO
+    try:
+        rc = main(argv)
+    finally:
+        root.removeHandler(handler)
+        root.level = old_level
+    out = capsys.readouterr()
+    assert rc == 2, (rc, out)
+    line = _one_line(out.err)
+    assert case.names.format(d=env.root) in line, line
+    assert snapshot(env.root) == before, "the command left something behind or changed an input"
+    if case.subprocess:
+        r = subprocess.run([sys.executable, "-m", "speechlab.cli", *argv], capture_output=True,
+                           text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert r.returncode == 2, r
+        assert _one_line(r.stderr) == line
+        assert snapshot(env.root) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs that look odd but are fine.
+
+
+def test_nfc_and_nfd_transcripts_score_as_the_same_text(env, capsys):
+    text = "caf\u00e9 \u0928\u0958\u094d\u0936\u093e \u0b95\u0bca\u0b9f\u0bc1"
+    env.text("ref.txt", f"u1 {text}\n")
+    env.text("hyp.txt", f"u1 {unicodedata.normalize('NFD', text)}\n")
+    assert main(["score", "--ref", str(env / "ref.txt"), "--hyp", str(env / "hyp.txt"),
+                 "--json", str(env / "s.json")]) == 0
+    assert json.loads((env / "s.json").read_text())["errors"] == 0
+    assert "%WER 0.00" in capsys.readouterr().out
+
+
+def test_fault_messages_cover_the_errnos_users_meet():
+    import errno
+
+    from speechlab.cli import fault_message
+
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
+                 errno.EISDIR, errno.ENOTDIR, errno.ENOENT, errno.EEXIST, errno.EIO):
+        msg = fault_message(OSError(code, os.strerror(code), "/data/x.pt"))
+        assert "/data/x.pt" in msg and "; " in msg, msg
+    assert "free space and rerun" in fault_message(OSError(errno.ENOSPC, "x", "/d/ckpt.pt"))
+    assert "resumes" in fault_message(RuntimeError("[enforce fail at inline_container.cc:672] ."))
+    assert fault_message(ValueError("a bug")) is None  # bugs keep their traceback

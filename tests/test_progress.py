@@ -1,0 +1,35 @@
+"""Progress on long work: log lines with the real-time factor off a terminal, a bar on one."""
+
+from __future__ import annotations
+
+import logging
+
+from speechlab.progress import WorkProgress
+
+
+def test_log_lines_give_fraction_rate_and_time_left(caplog):
+    with caplog.at_level(logging.INFO, logger="speechlab.progress"):
+        with WorkProgress("decoding x.wav", 10.0, log_every=0.0, bar=False) as p:
+            for done in (2.5, 5.0, 10.0):
+                p.update(done)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("decoding x.wav: 2.5/10.0 s audio (25%), real-time factor ")
+    assert "left" in lines[0] and len(lines) == 3  # 2.5, 5.0, and the final summary
+    assert lines[-1].startswith("decoding x.wav: 10.0 s audio in ")
+
+
+def test_quiet_when_disabled_or_between_log_periods(caplog):
+    with caplog.at_level(logging.INFO, logger="speechlab.progress"):
+        with WorkProgress("a", 10.0, enabled=False) as p:
+            p.update(5.0)
+        with WorkProgress("b", 10.0, log_every=3600.0, bar=False) as p:
+            p.update(5.0)
+    assert [r.getMessage()[:2] for r in caplog.records] == ["b:"]  # the final line only
+
+
+def test_the_terminal_bar_follows_the_work():
+    with WorkProgress("decoding x.wav", 10.0, bar=True) as p:
+        for done in (2.5, 5.0, 10.0):
+            p.update(done)
+        assert p.rtf >= 0
+    assert p._bar is None  # stopped
