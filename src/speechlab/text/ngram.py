@@ -106,6 +106,12 @@ class ArpaLM:
                 penalty += ctx[1]
             h = h[1:]
 
+    def score(self, history: Sequence[str], word: str) -> float:
+        """``log10 p(word | <s> history)``: the word-LM interface of the CTC prefix search
+        (:class:`speechlab.asr.ctc.prefix_search.WordLM`, with ``lm_log10=True``); ``word``
+        ``</s>`` asks for the end of the sentence."""
+        return self.logprob(word, ("<s>",) + tuple(history))
+
     def to_text(self) -> str:
         lines = ["", "\\data\\"]
         lines += [f"ngram {n}={len(g)}" for n, g in enumerate(self.ngrams, 1)]

@@ -22,7 +22,7 @@ def test_reproduce_topologies_writes_tables_1_to_4(tmp_path):
                  str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
     assert [t.name for t in res.tables] == ["table1", "table2", "table3", "table4", "fullsum",
-                                            "training"]
+                                            "fullsum_ctc", "training"]
     t1 = res.table("table1")
     assert [r[0] for r in t1.rows] == ["S1-T1", "S2-T1", "S2-T1★", "S2-T2★", "S2-T2", "S3-T2",
                                        "S3-T2★", "S3-T2★★"]
@@ -37,3 +37,10 @@ def test_reproduce_topologies_writes_tables_1_to_4(tmp_path):
         assert all(v is None or 0 <= v <= 100 for v in row[1:]), row
     assert {f.path for f in res.figures} <= {"bpp_histogram.png", "bhp_histogram.png"}
     assert res.scale == "ci"
+    # S1-T1 decoded three ways: the Viterbi row repeats Table 1; the prefix searches are WERs
+    # with an agreement share beside them.
+    ctc = res.table("fullsum_ctc")
+    assert [r[0].split(",")[0] for r in ctc.rows] == ["Viterbi", "prefix search", "prefix search"]
+    assert ctc.rows[0][1] == pytest.approx(t1.rows[0][1]) and ctc.rows[0][2] == 100
+    for row in ctc.rows[1:]:
+        assert row[1] is not None and 0 <= row[2] <= 100

@@ -62,6 +62,9 @@ class TopologiesConfig:
     lattice_beam: float = ranged(8.0, ge=0)
     acoustic_weights: tuple[float, ...] = ranged((0.5, 0.7, 1.0, 1.5, 2.0), gt=0)
     dev_utterances: int = ranged(100, ge=1)
+    # Full-sum decoding of S1-T1 by CTC prefix beam search (eq. 9), lexicon only and with G's
+    # n-gram LM, at this beam.
+    prefix_beam: int = ranged(32, ge=1)
     seed: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
@@ -120,7 +123,17 @@ def prepare_data(cfg: TopologiesConfig, out: Path, corpus_dir: Path | None, *,
         words = set().union(*(_words(cuts[s], lang) for s in SPLITS))
         if not words:
             raise DataError(f"{corpus_dir}: no {lang} utterances")
-        tokenizer = PhoneTokenizer(lexicon_for(lang, sorted(words)), lang)
+        # The LM never sees a dev or test sentence. The lexicon covers the LM's vocabulary (the
+        # most frequent words of its text) and the transcripts (to make training targets), so
+        # the decoder's vocabulary, L∘G's words, is the LM's alone, not narrowed to the words
+        # of the corpus: a test word outside it is an honest error, as on WSJ's 20k.
+        held_out = {sentence_key(sup.text or "") for s in ("dev", "test") for cut in cuts[s]
+                    for sup in cut.supervisions if sup.language == lang}
+        lm_text = [normalize_text(s.text, lang) for s in harvested.get(lang, [])
+                   if sentence_key(s.text) not in held_out]
+        vocab = lm_vocabulary(lm_text, cfg.lm_vocab)
+        lexicon = lexicon_for(lang, sorted(words | vocab))
+        tokenizer = PhoneTokenizer(lexicon, lang)
         if write:
             tokenizer.save(out / "lang" / f"{lang}.json")
         utts, skipped = {}, {}
@@ -130,9 +143,6 @@ def prepare_data(cfg: TopologiesConfig, out: Path, corpus_dir: Path | None, *,
             utts[split], report = load_utterances(sel, {lang: tokenizer}, cmvn, min_frames=7,
                                                   split=f"{lang} {split}")
             skipped[split] = dict(report.counts)
-        held_out = {sentence_key(u.text) for s in ("dev", "test") for u in utts[s]}
-        lm_text = [normalize_text(s.text, lang) for s in harvested.get(lang, [])
-                   if sentence_key(s.text) not in held_out]
         if write:
             write_lm(lm_text, cfg, out / "lang" / f"{lang}.arpa")
         data[lang] = LanguageData(lang, tokenizer, utts["train"], utts["dev"], utts["test"],
@@ -142,16 +152,21 @@ def prepare_data(cfg: TopologiesConfig, out: Path, corpus_dir: Path | None, *,
     return data
 
 
+def lm_vocabulary(sentences: Sequence[str], size: int) -> set[str]:
+    """The ``size`` most frequent words of the LM text (ties broken by first occurrence)."""
+    from collections import Counter
+
+    counts = Counter(w for s in sentences for w in s.split())
+    return {w for w, _ in counts.most_common(size)}
+
+
 def write_lm(sentences: Sequence[str], cfg: TopologiesConfig, path: Path) -> None:
     """The grammar's ARPA file: Kneser-Ney over the sentences whose every word is among the
     ``cfg.lm_vocab`` most frequent (the decoder can only output the LM's words)."""
-    from collections import Counter
-
     from speechlab.text.ngram import NgramConfig, estimate
 
     split = [s.split() for s in sentences if s.strip()]
-    counts = Counter(w for words in split for w in words)
-    vocab = {w for w, _ in counts.most_common(cfg.lm_vocab)}
+    vocab = lm_vocabulary(sentences, cfg.lm_vocab)
     kept = [words for words in split if all(w in vocab for w in words)]
     if not kept:
         raise DataError(f"no LM text left for {path.stem} after restricting it to "
@@ -220,6 +235,8 @@ class TopologyDecoding:
     agrees: dict[str, bool]
     failed: dict[str, str]
     seconds: float
+    # S1-T1 only: prefix-search hypotheses per decoding ("lexicon", "lexicon+LM").
+    prefix: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def decode_model(cfg: TopologiesConfig, data: LanguageData, topology: str, out: Path,
@@ -259,7 +276,8 @@ def decode_model(cfg: TopologiesConfig, data: LanguageData, topology: str, out: 
     lcfg = lat_mod.LatticeConfig(beam=cfg.beam, max_active=cfg.max_active,
                                  lattice_beam=cfg.lattice_beam, acoustic_scale=search.best)
     result = TopologyDecoding({}, search.best, search.errors, {}, {}, {}, {}, 0.0)
-    for u, lp in zip(data.test, log_probs_of(model, data.test)):
+    test_lp = log_probs_of(model, data.test)
+    for u, lp in zip(data.test, test_lp):
         best = decoder.decode(lp)
         result.hyps[u.id] = text(best)
         try:
@@ -269,8 +287,36 @@ def decode_model(cfg: TopologiesConfig, data: LanguageData, topology: str, out: 
             result.agrees[u.id] = fullsum_best(lattice, viterbi=best.words).agrees
         except DataError as e:  # counted and reported, never silently dropped
             result.failed[u.id] = str(e)
+    if topology == "S1-T1":
+        result.prefix = prefix_search_hyps(cfg, data, out, test_lp, search.best)
     result.seconds = time.process_time() - start
     return result
+
+
+def prefix_search_hyps(cfg: TopologiesConfig, data: LanguageData, out: Path, log_probs: list,
+                       acoustic_weight: float) -> dict[str, dict[str, str]]:
+    """Eq. 9 for plain CTC: prefix beam search over the lexicon's words, without and with the
+    grammar's n-gram LM, acoustic scale as tuned for Viterbi. The lexicon is restricted to
+    the LM's words, as L∘G is."""
+    from speechlab.asr.ctc.prefix_search import (LexiconTrie, PrefixSearchConfig,
+                                                 prefix_beam_search)
+    from speechlab.text.ngram import read_arpa
+
+    lm = read_arpa(out / "lang" / f"{data.language}.arpa")
+    ids = {p: i + 1 for i, p in enumerate(data.tokenizer.phones)}
+    lm_words = set(lm.vocab)
+    lexicon = data.tokenizer.lexicon
+    trie = LexiconTrie.from_dict({w: [[ids[p] for p in pron] for pron in lexicon[w]
+                                      if all(p in ids for p in pron)]
+                                  for w in lexicon.words if w in lm_words})
+    hyps: dict[str, dict[str, str]] = {"lexicon": {}, "lexicon+LM": {}}
+    for name, word_lm in (("lexicon", None), ("lexicon+LM", lm)):
+        pcfg = PrefixSearchConfig(beam=cfg.prefix_beam, acoustic_scale=acoustic_weight,
+                                  lm_log10=True)
+        for u, lp in zip(data.test, log_probs):
+            best = prefix_beam_search(lp, pcfg, trie, word_lm)
+            hyps[name][u.id] = " ".join(best[0].words) if best else ""
+    return hyps
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +332,7 @@ class Topologies:
 
     name = "topologies"
     title = "CTC-like topologies and Viterbi decoding"
-    scales = ("ci", "demo")
+    scales = ("ci", "demo", "small")
     demo_minutes = 4.0
     config_class = TopologiesConfig
 
@@ -379,6 +425,10 @@ def topology_results(cfg: TopologiesConfig, data: dict[str, LanguageData], decod
                            100 * mean(d.agrees.values())),
                       cell(t, l, lambda d, ld: d.acoustic_weight),
                       cell(t, l, lambda d, ld: len(d.failed)))] for t in cfg.topologies])
+    tables = [t1, t2, t3, t4, agree]
+    ctc_decoded = {l: decoded.get(model_name(l, "S1-T1")) for l in langs}
+    if any(d is not None and d.prefix for d in ctc_decoded.values()):
+        tables.append(_fullsum_ctc_table(cfg, data, ctc_decoded, test_wer))
     names = [model_name(l, t) for l in langs for t in cfg.topologies]
     for lang in langs:  # every model's test hypotheses next to the reference
         systems = {model_name(lang, t): score(data[lang].test, decoded[model_name(lang, t)].hyps)
@@ -405,7 +455,37 @@ def topology_results(cfg: TopologiesConfig, data: dict[str, LanguageData], decod
                   "chance, while the topologies that make each phone last at least two frames "
                   f"learn sooner (best WER of the others {min(others):.1f}%)." if others else "")
     return Results(title=f"CTC topologies and Viterbi decoding ({scale} scale)",
-                   tables=[t1, t2, t3, t4, agree, training], figures=figures, notes=notes)
+                   tables=tables + [training], figures=figures, notes=notes)
+
+
+def _fullsum_ctc_table(cfg: TopologiesConfig, data: dict[str, LanguageData], ctc_decoded,
+                       test_wer):
+    """S1-T1 decoded three ways: Viterbi over T∘L∘G (eq. 8), and full-sum prefix beam search
+    (eq. 9) with the lexicon alone and with the n-gram LM; how often each picks Viterbi's."""
+    from speechlab.report import Table
+
+    langs = list(cfg.languages)
+    cols = ["Decoding (S1-T1)"] + [f"{PAPER_COLUMNS.get(l, l)} {k}" for l in langs
+                                   for k in ("WER", "same as Viterbi")]
+    rows = []
+    for name, label in ((None, "Viterbi, T∘L∘G (eq. 8)"),
+                        ("lexicon", f"prefix search, lexicon, beam {cfg.prefix_beam} (eq. 9)"),
+                        ("lexicon+LM", f"prefix search, lexicon + LM, beam {cfg.prefix_beam} "
+                                       "(eq. 9)")):
+        row: list = [label]
+        for l in langs:
+            d = ctc_decoded.get(l)
+            if d is None or (name is not None and name not in d.prefix):
+                row += [None, None]
+                continue
+            hyps = d.hyps if name is None else d.prefix[name]
+            view = TopologyDecoding(hyps, d.acoustic_weight, d.dev_wer, {}, {}, {}, {}, 0.0)
+            same = [hyps.get(u.id, "") == d.hyps.get(u.id, "") for u in data[l].test]
+            row += [test_wer(view, data[l]), 100 * sum(same) / len(same) if same else None]
+        rows.append(row)
+    return Table("fullsum_ctc", "S1-T1 (plain CTC): Viterbi against full-sum prefix beam "
+                 "search, test WER[%] and the share of test utterances where the two give the "
+                 "same words [%].", cols, rows, formats={c: "{:.2f}" for c in cols[1:]})
 
 
 def _histograms(cfg: TopologiesConfig, decoded, out: Path) -> list:
