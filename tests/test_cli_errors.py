@@ -349,6 +349,54 @@ CASES: list[Case] = [
 ]
 
 
+def _ctc_graph(env: Env, *extra: str, lexicon: str = "lex.txt", lm: str = "lm.arpa") -> list[str]:
+    return ["ctc", "graph", "--topology", "S1-T1", "--lexicon", str(env / lexicon), "--lm",
+            str(env / lm), "--out", str(env / "graph"), *extra]
+
+
+_ARPA = ("\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n-1.0\t<s>\t-0.3\n-0.5\t</s>\n"
+         "-0.4\tcat\t-0.2\n-0.6\tdog\t-0.2\n\n\\2-grams:\n-0.2\t<s> cat\n-0.3\tcat </s>\n"
+         "\n\\end\\\n")
+
+
+def _ctc_files(lexicon: str = "cat k ae t\ndog d ao g\n", arpa: str = _ARPA,
+               phones: str | None = None) -> Callable[[Env], None]:
+    def setup(env: Env) -> None:
+        env.text("lex.txt", lexicon)
+        env.text("lm.arpa", arpa)
+        if phones is not None:
+            env.text("phones.txt", phones)
+    return setup
+
+
+CASES += [
+    # --- the CTC-topologies paper's graphs (speechlab ctc)
+    Case("ctc-unknown-topology", lambda e: ["ctc", "topology", "S9-T9"], "S9-T9"),
+    Case("ctc-lexicon-line-without-phones", lambda e: _ctc_graph(e),
+         "{d}/lex.txt:2: word 'dog' has no phones", _ctc_files(lexicon="cat k ae t\ndog\n")),
+    Case("ctc-arpa-broken-line", lambda e: _ctc_graph(e), "{d}/lm.arpa:8",
+         _ctc_files(arpa=_ARPA.replace("-0.4\tcat\t-0.2", "-0.4"))),
+    Case("ctc-arpa-bad-count", lambda e: _ctc_graph(e), "{d}/lm.arpa",
+         _ctc_files(arpa=_ARPA.replace("ngram 2=2", "ngram 2=5"))),
+    Case("ctc-arpa-not-a-number", lambda e: _ctc_graph(e), "{d}/lm.arpa:9",
+         _ctc_files(arpa=_ARPA.replace("-0.6\tdog", "x0.6\tdog"))),
+    Case("ctc-lm-word-without-pronunciation", lambda e: _ctc_graph(e, "--missing", "error"),
+         "1 LM word(s) have no pronunciation", _ctc_files(lexicon="cat k ae t\n")),
+    Case("ctc-phone-missing-from-phone-list", lambda e: _ctc_graph(e, "--phones",
+                                                                   str(e / "phones.txt")),
+         "lexicon word 'dog' uses phone 'ao'", _ctc_files(phones="k\nae\nt\nd\ng\n")),
+    Case("ctc-graph-exists", lambda e: _ctc_graph(e), "already holds a decoding graph",
+         lambda e: (_ctc_files()(e), e.text("graph/graph.json", "{}"))),
+    Case("ctc-lm-text-not-utf8", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                            str(e / "lm2.arpa")],
+         "{d}/t.txt:2: line is not UTF-8",
+         lambda e: (e / "t.txt").write_bytes(b"a cat\n\xff\xfe\n")),
+    Case("ctc-lm-order-zero", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm2.arpa"), "--order", "0"],
+         "order must be >= 1", lambda e: e.text("t.txt", "a cat\n")),
+]
+
+
 def _one_line(err: str) -> str:
     lines = err.splitlines()
     assert len(lines) == 1, f"expected one line on stderr, got:\n{err}"

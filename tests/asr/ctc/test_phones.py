@@ -25,8 +25,25 @@ def test_words_become_the_phones_of_their_first_pronunciation(tmp_path):
         PhoneTokenizer.load(tmp_path / "bad.json")
 
 
+@pytest.mark.needs_espeak
 def test_cmudict_for_english():
     lex = lexicon_for("en", ["cat", "zzzqx"])
-    assert lex["cat"] == [("K", "AE", "T")] and "zzzqx" not in lex
+    assert lex["cat"] == [("K", "AE", "T")]
+    assert "zzzqx" in lex  # not in CMUdict: espeak spells it, in ARPAbet
     with pytest.raises(DataError, match="no pronunciation source"):
         lexicon_for("xx", ["a"])
+
+
+@pytest.mark.needs_espeak
+def test_english_words_cmudict_lacks_get_arpabet_from_espeak():
+    from speechlab.asr.ctc.phones import english_lexicon
+    from speechlab.text.lexicon import cmudict_lexicon
+
+    lex = english_lexicon(["hello", "checkbox", "runtime"])
+    assert lex["hello"] == cmudict_lexicon(["hello"])["hello"]  # CMUdict first
+    arpabet = set(cmudict_lexicon().phones)
+    for w in ("checkbox", "runtime"):
+        assert "checkbox" not in cmudict_lexicon(["checkbox"])
+        (pron,) = lex[w]
+        assert set(pron) <= arpabet, pron
+    assert lex["checkbox"][0] == ("CH", "EH", "K", "B", "AA", "K", "S")
