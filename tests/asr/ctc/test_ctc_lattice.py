@@ -342,3 +342,15 @@ def test_search_beam_and_max_active_prune_but_keep_the_best_path():
         assert set(map(key, fp.lattice_paths(lat))) < set(map(key, fp.lattice_paths(full)))
     lat = L.generate(graph, logp, L.LatticeConfig(beam=3.0, max_active=0, lattice_beam=1e9))
     assert lat.best_path().words == full.best_path().words
+
+
+def test_unique_paths_stop_at_their_state_bound_with_the_utterance_named(case):
+    # A wide lattice beam (the paper's 32) on a large graph would split states by millions of
+    # word histories; the split is bounded and says so instead of exhausting memory.
+    _, graph, logp, paths = case
+    lat = L.generate(graph, logp, L.LatticeConfig(beam=1e9, max_active=0, lattice_beam=32.0,
+                                                  unique_paths=False), utt="utt-32")
+    bounded = L.unique_paths(lat, max_states=lat.num_states * 50)
+    assert bounded.num_arcs > 0
+    with pytest.raises(DataError, match=r"utt-32.*more than 3 \(state, word history\)"):
+        L.unique_paths(lat, max_states=3)
