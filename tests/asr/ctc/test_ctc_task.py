@@ -58,3 +58,25 @@ def test_training_lowers_the_dev_loss(tmp_path):
         before = CtcTask("S1-T1", utts, utts[:6], CtcTaskConfig()).validate(
             build(preset("tiny", num_tokens=1 + 3, feature_dim=20)).eval())["loss"]
     assert valid[-1] < 0.8 * before
+
+
+def test_lexicon_numerators_give_the_phone_loss_when_words_have_one_pronunciation():
+    from speechlab.asr.ctc.phones import PhoneTokenizer
+    from speechlab.asr.ctc.reproduce import lexicon_graphs
+    from speechlab.errors import ConfigError
+    from speechlab.text.lexicon import Lexicon
+
+    # Words "a", "b", "c" are the phones 1, 2, 3: a transcript spells its targets.
+    tok = PhoneTokenizer(Lexicon({"a": [["A"]], "b": [["B"]], "c": [["C"]]}), "en",
+                         phones=["A", "B", "C"])
+    utts = [Utterance(u.id, "en", u.feats, " ".join("abc"[t - 1] for t in u.tokens), u.tokens)
+            for u in _utts(4)]
+    model = build(preset("tiny", num_tokens=1 + 3 * 2, feature_dim=20)).eval()
+    phones = CtcTask("S2-T2", utts, utts, CtcTaskConfig(spec_augment=False))
+    words = CtcTask("S2-T2", utts, utts, CtcTaskConfig(spec_augment=False, numerator="lexicon"),
+                    lexicon_graph=lexicon_graphs("S2-T2", tok))
+    batch = collate(utts)
+    assert float(words.loss(model, batch)[0]) == pytest.approx(float(phones.loss(model, batch)[0]),
+                                                               rel=1e-6)
+    with pytest.raises(ConfigError, match="needs a lexicon graph"):
+        CtcTask("S2-T2", utts, utts, CtcTaskConfig(numerator="lexicon"))

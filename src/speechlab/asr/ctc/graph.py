@@ -31,7 +31,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from speechlab.asr.ctc.topology import Topology, get
+from speechlab.asr.ctc.topology import Arcs, Topology, get
 
 EPSILON = -1  #: the column of an epsilon node: entering it consumes no frame
 
@@ -209,6 +209,68 @@ def numerator(
     in_src = ell[valid]
     return GraphBatch(column, in_ptr, in_src, *_by_source(in_ptr, in_src), final, lo.copy(), lo,
                       hi.copy(), hi)
+
+
+def from_arcs(graphs: list[Arcs], topology: str, num_phones: int, blank: int = 0) -> GraphBatch:
+    """Numerator graphs given as arc-labelled graphs (e.g. ``T o (L o W)`` of eq. 4 with a
+    lexicon: :func:`speechlab.asr.ctc.graphs.to_arcs`), as one :class:`GraphBatch`.
+
+    An arc consumes one frame scored by its token, so each arc becomes a node (its column the
+    token's): graph b has a start node then one node per arc; node a is entered from the start
+    node if arc a leaves the start state, and from every arc entering arc a's source state;
+    it is final if arc a enters a final state (the start node too, if the start state is
+    final). Paths and their scores are those of the arc graph; an empty graph (no state: no
+    token sequence spells the transcript) gives a start node that is not final, so the
+    utterance scores -inf (infeasible).
+
+    Args:
+        graphs: B graphs, tokens in the topology's layout (blank 0, phone p's state s at
+            ``1 + (p-1) x + s``).
+        topology, num_phones, blank: as for :func:`numerator` (the column map).
+    """
+    cols = columns(get(topology), num_phones, blank)
+    column, dst_all, src_all, final_all = [], [], [], []
+    lo = np.zeros(len(graphs), dtype=np.int64)
+    offset = 0
+    for b, g in enumerate(graphs):
+        lo[b] = offset
+        n_arcs = len(g.src)
+        src = np.asarray(g.src, dtype=np.int64)
+        dst = np.asarray(g.dst, dtype=np.int64)
+        token = np.asarray(g.token, dtype=np.int64)
+        final = np.asarray(g.final, dtype=bool)
+        if n_arcs and (token.min() < 0 or token.max() >= len(cols)):
+            raise ValueError(f"graph {b}: token ids must be 0..{len(cols) - 1}")
+        column.append(np.concatenate([[cols[0]], cols[token]]) if n_arcs else np.array([cols[0]]))
+        node = offset + 1 + np.arange(n_arcs)
+        # arcs entering each state, grouped by state
+        by_dst = np.argsort(dst, kind="stable")
+        ptr = np.zeros(g.num_states + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=g.num_states), out=ptr[1:])
+        count = ptr[src + 1] - ptr[src]  # arcs into arc a's source state
+        rep = np.repeat(np.arange(n_arcs), count)
+        within = np.arange(len(rep)) - np.repeat(np.cumsum(count) - count, count)
+        pred = by_dst[ptr[src[rep]] + within]
+        from_start = np.flatnonzero(src == g.start) if g.num_states else np.zeros(0, np.int64)
+        dst_all += [node[from_start], node[rep]]
+        src_all += [np.full(len(from_start), offset), node[pred]]
+        is_final = np.zeros(1 + n_arcs, dtype=bool)
+        if g.num_states:
+            is_final[0] = bool(final[g.start])
+            is_final[1:] = final[dst]
+        final_all.append(is_final)
+        offset += 1 + n_arcs
+    hi = np.append(lo[1:], offset).astype(np.int64) if len(graphs) else lo.copy()
+    dsts = np.concatenate(dst_all) if dst_all else np.zeros(0, np.int64)
+    srcs = np.concatenate(src_all) if src_all else np.zeros(0, np.int64)
+    order = np.argsort(dsts, kind="stable")
+    in_src = srcs[order].astype(np.int64)
+    in_ptr = np.zeros(offset + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dsts, minlength=offset), out=in_ptr[1:])
+    column_arr = np.concatenate(column).astype(np.int64) if column else np.zeros(0, np.int64)
+    final_arr = np.concatenate(final_all) if final_all else np.zeros(0, bool)
+    return GraphBatch(column_arr, in_ptr, in_src, *_by_source(in_ptr, in_src), final_arr,
+                      lo.copy(), lo, hi.copy(), hi)
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ blank), P phones, S graph nodes (states), A graph arcs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -24,7 +25,7 @@ from torch.autograd.function import once_differentiable
 
 from speechlab.asr.ctc import graph
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
-from speechlab.asr.ctc.topology import Topology, get
+from speechlab.asr.ctc.topology import Arcs, Topology, get
 from speechlab.errors import ConfigError, DataError
 
 
@@ -124,6 +125,45 @@ def graph_loss(
     den = graph.denominator(topo.name, num_phones, blank) if denominator else None
     factorises = topo.name in FACTORISED_DENOMINATORS
     return _GraphLoss.apply(log_probs, frames, numerator, den, factorises)
+
+
+def graph_loss_from_arcs(
+    log_probs: Tensor,
+    log_prob_lengths: Tensor,
+    numerators: Sequence[Arcs],
+    topology: str = "S1-T1",
+    blank: int = 0,
+    denominator: bool = True,
+) -> Tensor:
+    """:func:`graph_loss` with each utterance's numerator given as a graph, e.g. ``T o (L o W)``
+    of eq. 4 (:class:`speechlab.asr.ctc.graphs.TrainingGraphCompiler` then
+    :func:`~speechlab.asr.ctc.graphs.to_arcs`): every pronunciation of every word of the
+    transcript is summed over, where :func:`graph_loss` takes one phone sequence.
+
+    Args:
+        log_probs, log_prob_lengths, topology, blank, denominator: as for :func:`graph_loss`.
+        numerators: B graphs whose tokens are in the topology's layout (blank 0); an empty
+            graph (no token sequence spells the transcript) gives ``+inf``.
+
+    Returns:
+        (B,) negative log-likelihoods, ``+inf`` where infeasible (zero gradient), as
+        :func:`graph_loss`; with a one-pronunciation lexicon the two are equal.
+    """
+    topo = get(topology)
+    batch = log_probs.shape[0] if isinstance(log_probs, Tensor) and log_probs.dim() == 3 else -1
+    none = torch.zeros((max(batch, 0), 0), dtype=torch.int64)
+    frames, _, _, num_phones = _check_graph_inputs(
+        log_probs, log_prob_lengths, none, torch.zeros(max(batch, 0), dtype=torch.int64), topo,
+        blank)
+    if len(numerators) != batch:
+        raise DataError(f"graph loss: {len(numerators)} numerator graphs for a batch of {batch}")
+    try:
+        numerator = graph.from_arcs(list(numerators), topo.name, num_phones, blank)
+    except ValueError as e:
+        raise DataError(f"graph loss: {e} for {topo.name} with {num_phones} phones") from None
+    den = graph.denominator(topo.name, num_phones, blank) if denominator else None
+    return _GraphLoss.apply(log_probs, frames, numerator, den,
+                            topo.name in FACTORISED_DENOMINATORS)
 
 
 class _GraphLoss(torch.autograd.Function):

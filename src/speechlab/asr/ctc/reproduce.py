@@ -203,8 +203,20 @@ def train_model(cfg: TopologiesConfig, data: LanguageData, topology: str, run_di
     model = build(mcfg)
     dist = distributed.current()
     task = CtcTask(topology, data.train, data.dev, cfg.task, seed=cfg.train.seed, rank=dist.rank,
-                   world_size=dist.world_size)
+                   world_size=dist.world_size, lexicon_graph=(
+                       lexicon_graphs(topology, data.tokenizer)
+                       if cfg.task.numerator == "lexicon" else None))
     Trainer(model, task, cfg.train, run_dir, model_config=ModelCard.of("ctc", mcfg).to_dict()).fit()
+
+
+def lexicon_graphs(topology: str, tokenizer: PhoneTokenizer):
+    """transcript -> its numerator ``T o (L o W)`` (eq. 4) as arcs, over the tokenizer's
+    lexicon and phone order (every pronunciation of every word)."""
+    from speechlab.asr.ctc import graphs
+
+    compile_ = graphs.TrainingGraphCompiler(topology, graphs.make_lang(tokenizer.lexicon,
+                                                                       tokenizer.phones))
+    return lambda text: graphs.to_arcs(compile_(tokenizer.words(text))[0])
 
 
 def log_probs_of(model, utts: Sequence[Utterance], batch_size: int = 16) -> list:

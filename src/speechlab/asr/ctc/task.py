@@ -12,12 +12,13 @@ as NaN.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from speechlab.asr.ctc.topology import Arcs
 from speechlab.asr.data import Batch, Utterance, collate
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
 from speechlab.errors import ConfigError, DataError
@@ -27,18 +28,27 @@ from speechlab.train.sampler import BucketBatches, MapBatches
 @dataclass(frozen=True)
 class CtcTaskConfig:
     """Batching and loss options: ``max_frames`` bounds a batch's padded 10 ms frames;
-    ``denominator`` keeps eq. 5's normalisation term (the paper's training)."""
+    ``denominator`` keeps eq. 5's normalisation term (the paper's training); ``numerator``
+    is ``"phones"`` (``T o W`` over each transcript's first pronunciations) or ``"lexicon"``
+    (``T o (L o W)`` of eq. 4: every pronunciation of every word, summed)."""
 
     max_frames: int = 8000
     max_utterances: int = 64
     denominator: bool = True
     spec_augment: bool = True
     valid_utterances: int = 300
+    numerator: str = "phones"
 
     def __post_init__(self) -> None:
         for name in ("max_frames", "max_utterances", "valid_utterances"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"task.{name} must be >= 1, got {getattr(self, name)}")
+        if self.numerator not in NUMERATORS:
+            raise ConfigError(f"task.numerator must be one of {NUMERATORS}, got "
+                              f"{self.numerator!r}")
+
+
+NUMERATORS = ("phones", "lexicon")
 
 
 class CtcTask:
@@ -46,7 +56,14 @@ class CtcTask:
 
     def __init__(self, topology: str, train: Sequence[Utterance], dev: Sequence[Utterance],
                  cfg: CtcTaskConfig = CtcTaskConfig(), *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1) -> None:
+                 world_size: int = 1, lexicon_graph: Callable[[str], Arcs] | None = None) -> None:
+        """``lexicon_graph`` maps a transcript to its numerator ``T o (L o W)`` as arcs; it is
+        required when ``cfg.numerator == "lexicon"`` (graphs are compiled once per
+        utterance and kept)."""
+        if cfg.numerator == "lexicon" and lexicon_graph is None:
+            raise ConfigError("task.numerator 'lexicon' needs a lexicon graph compiler")
+        self.lexicon_graph = lexicon_graph if cfg.numerator == "lexicon" else None
+        self._graphs: dict[str, Arcs] = {}
         self.topology = topology
         self.cfg = cfg
         self.train = [u for u in train if u.tokens]
@@ -54,6 +71,7 @@ class CtcTask:
         if not self.train:
             raise DataError("no training utterances with phone targets")
         self.seed, self.rank, self.world_size = seed, rank, world_size
+        self._text = {u.id: u.text for u in [*self.train, *self.dev]}
         self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
 
     def batches(self) -> MapBatches:
@@ -69,8 +87,20 @@ class CtcTask:
         if train and self.spec_augment is not None:
             x, _ = self.spec_augment(x, batch.x_lens)
         log_probs, lens = model(x, batch.x_lens)
+        if self.lexicon_graph is not None:
+            from speechlab.asr.ctc.loss import graph_loss_from_arcs
+
+            nums = [self._numerator(i) for i in batch.ids]
+            return graph_loss_from_arcs(log_probs, lens, nums, topology=self.topology,
+                                        denominator=self.cfg.denominator)
         return graph_loss(log_probs, lens, batch.targets, batch.target_lens,
                           topology=self.topology, denominator=self.cfg.denominator)
+
+    def _numerator(self, utt: str) -> Arcs:
+        graph = self._graphs.get(utt)
+        if graph is None:
+            graph = self._graphs[utt] = self.lexicon_graph(self._text[utt])
+        return graph
 
     def loss(self, model: nn.Module, batch: Batch) -> tuple[Tensor, dict[str, float], float]:
         """Mean negative log-likelihood over the batch's feasible utterances."""
