@@ -136,9 +136,11 @@ class CtcConfig:
 
 
 class Wav2Vec2CTC(nn.Module):
-    """wav2vec 2.0 with a linear CTC head. ``forward(wav, wav_lens)`` -> log-probs (B, T, V),
-    lens (B,); :meth:`from_features` starts from conv features (the feature encoder is frozen
-    in fine-tuning, so its outputs can be computed once)."""
+    """wav2vec 2.0 with a linear CTC head. ``forward(x, x_lens, mask=None,
+    freeze_encoder=False)``: x (B, S) waveforms or (B, T, C) conv features (the feature encoder
+    is frozen in fine-tuning, so its outputs can be computed once) -> log-probs (B, T, V), lens
+    (B,). ``freeze_encoder`` runs everything below the head without gradients (the first
+    updates of fine-tuning)."""
 
     def __init__(self, encoder: Wav2Vec2, vocab: int) -> None:
         super().__init__()
@@ -154,9 +156,17 @@ class Wav2Vec2CTC(nn.Module):
         context = self.encoder.encode(feats, lens, mask, **inspect)
         return self.head(context).log_softmax(-1), lens
 
-    def forward(self, wav: Tensor, wav_lens: Tensor | None = None,
-                mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        feats, lens = self.encoder.features(wav, wav_lens)
+    def forward(self, x: Tensor, x_lens: Tensor | None = None, mask: Tensor | None = None,
+                freeze_encoder: bool = False) -> tuple[Tensor, Tensor]:
+        if x.dim() == 2:
+            feats, lens = self.encoder.features(x, x_lens)
+        else:
+            feats = x
+            lens = x_lens if x_lens is not None else torch.full((x.shape[0],), x.shape[1])
+        if freeze_encoder:
+            with torch.no_grad():
+                context = self.encoder.encode(feats, lens, mask)
+            return self.head(context).log_softmax(-1), lens
         return self.from_features(feats, lens, mask)
 
 
