@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "speechlab.metrics.commands",
     "speechlab.report.commands",
     "speechlab.asr.rnnt.commands",
+    "speechlab.ssl.wav2vec2.commands",
     "speechlab.reproduce",
 )
 

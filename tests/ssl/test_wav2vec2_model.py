@@ -11,6 +11,7 @@ import torch
 from speechlab.errors import DataError
 from speechlab.ssl.wav2vec2 import build
 from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained
+from speechlab.testing.wav2vec2 import fairseq_state
 
 transformers = pytest.importorskip("transformers")
 
@@ -87,27 +88,6 @@ def test_attention_capture_does_not_change_outputs():
     assert seen == [(1, (2, T, T)), (2, (2, T, T))]
 
 
-def _fairseq_state(model):
-    """Our weights under fairseq's wav2vec 2.0 key names (the inverse of the import map)."""
-    from speechlab.ssl.wav2vec2.checkpoint_import import _fairseq_key
-
-    names = ["feature_extractor.conv_layers.{i}.0.weight", "feature_extractor.conv_layers.0.2.weight",
-             "feature_extractor.conv_layers.0.2.bias", "layer_norm.weight", "layer_norm.bias",
-             "post_extract_proj.weight", "post_extract_proj.bias", "mask_emb",
-             "encoder.pos_conv.0.weight_g", "encoder.pos_conv.0.weight_v", "encoder.pos_conv.0.bias",
-             "encoder.layer_norm.weight", "encoder.layer_norm.bias", "quantizer.vars",
-             "quantizer.weight_proj.weight", "quantizer.weight_proj.bias", "project_q.weight",
-             "project_q.bias", "final_proj.weight", "final_proj.bias"]
-    for i in range(model.config.layers):
-        for part in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                     "self_attn.out_proj", "self_attn_layer_norm", "fc1", "fc2",
-                     "final_layer_norm"):
-            names += [f"encoder.layers.{i}.{part}.weight", f"encoder.layers.{i}.{part}.bias"]
-    names = [n.format(i=i) for n in names for i in range(len(model.config.conv_channels))]
-    own = model.state_dict()
-    return {n: own[_fairseq_key(n)].clone() for n in dict.fromkeys(names)}
-
-
 class Planted:
     """Writes a file when unpickled, as a malicious checkpoint would."""
 
@@ -129,7 +109,7 @@ class PlantedState:
 def test_fairseq_checkpoint_loads_without_running_pickled_code(tmp_path):
     model = build("ci").eval()
     marker1, marker2 = tmp_path / "ran-reduce", tmp_path / "ran-setstate"
-    ckpt = {"model": _fairseq_state(model), "args": Planted(marker1),
+    ckpt = {"model": fairseq_state(model), "args": Planted(marker1),
             "cfg": {"model": PlantedState(marker2)}}
     torch.save(ckpt, tmp_path / "w2v.pt")
     loaded = load_pretrained(tmp_path / "w2v.pt")
@@ -142,7 +122,7 @@ def test_bad_checkpoints_are_named(tmp_path):
     (tmp_path / "notes.pt").write_text("not a checkpoint\n")
     with pytest.raises(DataError, match="notes.pt is not a wav2vec 2.0 checkpoint"):
         load_pretrained(tmp_path / "notes.pt")
-    state = _fairseq_state(build("ci"))
+    state = fairseq_state(build("ci"))
     state["encoder.layers.1.fc1.weight"] = torch.zeros(3, 3)
     torch.save({"model": state}, tmp_path / "bad.pt")
     with pytest.raises(DataError, match=r"tensor 'transformer.blocks.1.feed_forward.fc1.weight' "

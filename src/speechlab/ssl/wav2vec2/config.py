@@ -107,7 +107,8 @@ class Wav2Vec2Config:
 def check_blocks(blocks: tuple[int, ...], layers: int) -> None:
     bad = [b for b in blocks if not 1 <= b <= layers]
     if bad:
-        raise ConfigError(f"block(s) {bad} out of range: the model has blocks 1..{layers}")
+        raise ConfigError(f"block(s) {format_blocks(tuple(bad))} out of range: the model has "
+                          f"blocks 1-{layers}")
 
 
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
@@ -153,7 +154,7 @@ def format_blocks(blocks: tuple[int, ...]) -> str:
 # (400-sample field, 320 samples per frame) with fewer channels, fewer and narrower blocks.
 PRESETS: dict[str, Wav2Vec2Config] = {
     "base": Wav2Vec2Config(),
-    "tiny": Wav2Vec2Config(conv_channels=(32,) * 7, dim=96, layers=4, heads=4, ffn_dim=256,
+    "tiny": Wav2Vec2Config(conv_channels=(32,) * 7, dim=64, layers=6, heads=4, ffn_dim=128,
                            pos_conv_kernel=16, pos_conv_groups=4, codebook_groups=2,
                            codebook_entries=32, codevector_dim=32, final_dim=32,
                            radius=4, local_chunk=16),

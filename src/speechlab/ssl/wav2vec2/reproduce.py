@@ -57,7 +57,8 @@ class LocalAttentionConfig:
     """One scale of the reproduction (``speechlab/recipes/local-attention/<scale>.yaml``)."""
 
     corpus: CorpusConfig = field(default_factory=_corpus_default)
-    model: str = "tiny"
+    # A preset of speechlab.ssl.wav2vec2.config.PRESETS (the paper's: base).
+    model: str = "base"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
     radius: int = ranged(30, ge=1)
     variants: dict[str, str] = field(default_factory=_variants_default)
