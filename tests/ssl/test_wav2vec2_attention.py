@@ -78,6 +78,11 @@ def test_key_padding_is_masked_and_padded_queries_stay_finite():
     got = local_attention(q, k, v, 3, pad, chunk=4)
     torch.testing.assert_close(got, brute_force(q, k, v, 3, pad))
     assert torch.isfinite(got).all()
+    # inference takes another path (one head at a time, no graph): same numbers
+    with torch.no_grad():
+        torch.testing.assert_close(local_attention(q, k, v, 3, pad, chunk=4), got)
+        torch.testing.assert_close(local_attention(q, k, v, 5, chunk=3),
+                                   brute_force(q, k, v, 5))
     # valid queries of the padded utterance equal that utterance alone, unpadded
     alone = local_attention(q[1:, :, :11], k[1:, :, :11], v[1:, :, :11], 3, chunk=4)
     torch.testing.assert_close(got[1:, :, :11], alone)

@@ -84,35 +84,47 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
     nb = -(-T // w)
     span = w + 2 * radius
     # Keys and values padded by `radius` before and enough after that block b's slice is
-    # rows [b * w, b * w + span) of the padded tensor.
+    # rows [b * w, b * w + span) of the padded tensor; unfold makes those slices views.
     after = nb * w - T + radius
     kp = F.pad(k, (0, 0, radius, after))
     vp = F.pad(v, (0, 0, radius, after))
-    kw = kp.unfold(2, span, w).transpose(-1, -2)  # (B, H, nb, span, D)
-    vw = vp.unfold(2, span, w).transpose(-1, -2)
-    qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D)
-    scores = (qb @ kw.transpose(-1, -2)) * (1.0 / math.sqrt(D))  # (B, H, nb, w, span)
+    qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D) * (1.0 / math.sqrt(D))
     # Query a of a block sees key c of its slice iff |a + radius - c| <= radius; keys before 0
-    # or after T - 1 do not exist. Both are -inf: exactly zero weight.
+    # or after T - 1 do not exist. Both get -inf: exactly zero weight.
     a = torch.arange(w, device=q.device)[:, None]
     c = torch.arange(span, device=q.device)[None, :]
     band = (c >= a) & (c <= a + 2 * radius)  # (w, span)
     pos = torch.arange(nb, device=q.device)[:, None] * w - radius + torch.arange(span, device=q.device)
     exists = (pos >= 0) & (pos < T)  # (nb, span)
-    allowed = band[None, :, :] & exists[:, None, :]  # (nb, w, span)
-    bias = torch.zeros(allowed.shape, dtype=scores.dtype, device=q.device)
-    bias = bias.masked_fill(~allowed, -math.inf)
+    bias = torch.zeros(nb, w, span, dtype=q.dtype, device=q.device)
+    bias = bias.masked_fill(~(band[None] & exists[:, None]), -math.inf)
     if key_padding_mask is not None:
         padded = F.pad(key_padding_mask, (radius, after), value=True).unfold(1, span, w)
-        pad_bias = torch.zeros(padded.shape, dtype=scores.dtype, device=q.device)
-        pad_bias = pad_bias.masked_fill(padded, torch.finfo(scores.dtype).min)  # (B, nb, span)
-        scores = scores + (bias[None] + pad_bias[:, :, None, :])[:, None]
-    else:
-        scores = scores + bias
-    weights = scores.softmax(-1)
-    if dropout > 0:
-        weights = F.dropout(weights, dropout)
-    out = weights @ vw  # (B, H, nb, w, D)
+        pad_bias = torch.zeros(padded.shape, dtype=q.dtype, device=q.device)
+        pad_bias = pad_bias.masked_fill(padded, torch.finfo(q.dtype).min)  # (B, nb, span)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        # Training: all heads in one batched matmul over the block slices. matmul copies the
+        # overlapping slices (2 x T x span x D per head), but its backward is a few large
+        # kernels; per-head loops made the backward 2-4x slower.
+        kw = kp.unfold(2, span, w)  # (B, H, nb, D, span)
+        vw = vp.unfold(2, span, w).transpose(-1, -2)  # (B, H, nb, span, D)
+        full_bias = bias if key_padding_mask is None else bias + pad_bias[:, None, :, None, :]
+        weights = (qb @ kw + full_bias).softmax(-1)
+        if dropout > 0:
+            weights = F.dropout(weights, dropout)
+        return (weights @ vw).reshape(B, H, nb * w, D)[:, :, :T]
+    # Inference: one (batch, head) at a time, so its key and value slices stay views of the
+    # padded tensors (no copy) and only one head's scores exist at once.
+    out = q.new_empty(B, H, nb, w, D)
+    for b in range(B):
+        bias_b = bias if key_padding_mask is None else bias + pad_bias[b, :, None, :]
+        for h in range(H):
+            kw = kp[b, h].unfold(0, span, w)  # (nb, D, span)
+            vw = vp[b, h].unfold(0, span, w).transpose(1, 2)  # (nb, span, D)
+            weights = torch.baddbmm(bias_b, qb[b, h], kw).softmax(-1)  # (nb, w, span)
+            if dropout > 0:
+                weights = F.dropout(weights, dropout)
+            torch.bmm(weights, vw, out=out[b, h])
     return out.reshape(B, H, nb * w, D)[:, :, :T]
 
 

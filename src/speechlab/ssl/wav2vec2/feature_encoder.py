@@ -29,6 +29,9 @@ class ConvLayer(nn.Module):
                  bias: bool, norm: nn.Module | None) -> None:
         super().__init__()
         self.conv = nn.Conv1d(in_channels, out_channels, kernel, stride=stride, bias=bias)
+        # He initialisation: with PyTorch's default the features of a 7-layer stack shrink to
+        # ~1e-4, below the next layer norm's epsilon.
+        nn.init.kaiming_normal_(self.conv.weight)
         self.norm = norm
 
     def forward(self, x: Tensor) -> Tensor:

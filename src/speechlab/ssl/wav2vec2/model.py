@@ -108,8 +108,20 @@ def build_parts(config: Wav2Vec2Config) -> dict[str, nn.Module]:
     }
 
 
+def _init_linear(module: nn.Module) -> None:
+    """BERT-style initialisation of the Transformer's and the projections' linear layers
+    (normal, std 0.02, zero bias), as wav2vec 2.0 trains from."""
+    if isinstance(module, nn.Linear) and not getattr(module, "_keep_init", False):
+        nn.init.normal_(module.weight, 0.0, 0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+
 def build_from_config(config: Wav2Vec2Config) -> Wav2Vec2:
-    return Wav2Vec2(config, **build_parts(config))
+    model = Wav2Vec2(config, **build_parts(config))
+    model.quantizer.weight_proj._keep_init = True  # its own init (unit normal)
+    model.apply(_init_linear)
+    return model
 
 
 def build(preset_name: str | Wav2Vec2Config = "base", local_blocks: tuple[int, ...] = (),
