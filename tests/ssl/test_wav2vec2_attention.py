@@ -33,7 +33,7 @@ def _qkv(B=2, H=3, T=23, D=5, seed=0, dtype=torch.float64):
     return [torch.randn(B, H, T, D, generator=g, dtype=dtype, requires_grad=True) for _ in range(3)]
 
 
-@pytest.mark.parametrize("radius,chunk", [(1, 4), (3, 4), (5, 7), (2, 32), (10, 3)])
+@pytest.mark.parametrize("radius,chunk", [(1, 4), (3, 4), (5, 7), (2, 32), (10, 3), (8, 16)])
 def test_equals_brute_force_band_with_gradients(radius, chunk):
     q, k, v = _qkv()
     got = local_attention(q, k, v, radius, chunk=chunk)
@@ -43,6 +43,7 @@ def test_equals_brute_force_band_with_gradients(radius, chunk):
     grads = torch.autograd.grad((got * g).sum(), (q, k, v))
     wants = torch.autograd.grad((want * g).sum(), (q, k, v))
     for a, b in zip(grads, wants):
+        assert torch.isfinite(a).all()
         torch.testing.assert_close(a, b)
 
 

@@ -96,8 +96,14 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
     band = (c >= a) & (c <= a + 2 * radius)  # (w, span)
     pos = torch.arange(nb, device=q.device)[:, None] * w - radius + torch.arange(span, device=q.device)
     exists = (pos >= 0) & (pos < T)  # (nb, span)
+    allowed = band[None] & exists[:, None]  # (nb, w, span)
+    # The query rows padded onto the last block (dropped from the output) may have no key in
+    # reach; give each its own (zero) slot so that its softmax is finite and its zero gradient
+    # stays zero instead of NaN.
+    beyond = (torch.arange(nb, device=q.device)[:, None] * w + a[:, 0][None, :]) >= T  # (nb, w)
+    allowed = allowed | (beyond[:, :, None] & (c == a + radius)[None])
     bias = torch.zeros(nb, w, span, dtype=q.dtype, device=q.device)
-    bias = bias.masked_fill(~(band[None] & exists[:, None]), -math.inf)
+    bias = bias.masked_fill(~allowed, -math.inf)
     if key_padding_mask is not None:
         padded = F.pad(key_padding_mask, (radius, after), value=True).unfold(1, span, w)
         pad_bias = torch.zeros(padded.shape, dtype=q.dtype, device=q.device)

@@ -123,7 +123,7 @@ class PretrainTask:
         diversity = (out.num_vars - out.perplexity) / out.num_vars
         loss = contrastive + c.diversity_weight * diversity + c.feature_penalty * out.feature_penalty
         accuracy = float((logits.argmax(-1) == 0).float().mean())
-        return loss, {"contrastive": float(contrastive), "diversity": float(diversity),
+        return loss, {"contrastive": contrastive.item(), "diversity": diversity.item(),
                       "accuracy": accuracy, "tau": self.tau}, float(m)
 
     def loss(self, model: nn.Module, batch: list[Tensor]) -> tuple[Tensor, dict[str, float], float]:
