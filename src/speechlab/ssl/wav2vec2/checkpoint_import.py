@@ -310,7 +310,10 @@ def _renamed(state: Mapping[str, Any], key_map: Callable[[str], str | None]) -> 
     return out
 
 
-def _model_for(config: Wav2Vec2Config, weights: Mapping[str, Tensor]) -> nn.Module:
+def _model_for(config: Wav2Vec2Config, weights: Mapping[str, Tensor]
+               ) -> tuple[nn.Module, dict[str, Tensor]]:
+    """The model the weights fit (with a CTC head if they have one) and the weights under its
+    keys."""
     if "head.weight" in weights:
         model = build_ctc(CtcConfig(config, int(weights["head.weight"].shape[0])))
         weights = {("encoder." + k if not k.startswith("head.") else k): v

@@ -190,6 +190,37 @@ def _feature_utterances(encoder, utts: list[Utt]) -> list[FeatureUtterance]:
     return [FeatureUtterance(u.id, f, u.text, u.tokens) for u, f in zip(utts, feats)]
 
 
+def shared_features(encoder, data: LocalAttentionData, out: Path, source: Path,
+                    write: bool = True) -> tuple[list[FeatureUtterance], list[FeatureUtterance]]:
+    """Train and dev conv features of the frozen feature encoder loaded from ``source``,
+    computed by the first fine-tune that needs them and read back by the others
+    (``out/features/conv.pt``, keyed by the source checkpoint's name, size and time)."""
+    from speechlab.utils import atomic_path
+
+    stat = source.stat()
+    key = f"{source.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    path = out / "features" / "conv.pt"
+    cached = None
+    if path.is_file():
+        try:
+            cached = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception:  # a stale or unreadable cache is recomputed, never trusted
+            cached = None
+    splits = {"train": data.train, "dev": data.dev}
+    if not (isinstance(cached, dict) and cached.get("key") == key
+            and all(len(cached.get(s, ())) == len(u) for s, u in splits.items())):
+        from speechlab.ssl.wav2vec2.finetune import conv_features
+
+        cached = {"key": key, **{s: conv_features(encoder.feature_encoder, [x.wav for x in u])
+                                 for s, u in splits.items()}}
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as tmp:
+                torch.save(cached, tmp)
+    return tuple([FeatureUtterance(u.id, f, u.text, u.tokens)  # type: ignore[return-value]
+                  for u, f in zip(splits[s], cached[s])] for s in ("train", "dev"))
+
+
 def diagnosis_utterances(cfg: LocalAttentionConfig, data: LocalAttentionData) -> list[Utt]:
     """``diagnosis_utterances`` dev utterances spread over the dev set's durations."""
     dev = sorted(data.dev, key=lambda u: (len(u.wav), u.id))
@@ -249,10 +280,11 @@ def train_variant(cfg: LocalAttentionConfig, data: LocalAttentionData, name: str
     ccfg = CtcConfig(preset(cfg.model).localized(blocks, cfg.radius), len(data.tokenizer))
     torch.manual_seed(cfg.seed)
     model = build_ctc(ccfg)
-    load_model_weights(model.encoder, best_or_latest(out / "models" / PRETRAINED))
+    source = best_or_latest(out / "models" / PRETRAINED)
+    load_model_weights(model.encoder, source)
     dist = distributed.current()
-    task = FinetuneTask(_feature_utterances(model.encoder, data.train),
-                        _feature_utterances(model.encoder, data.dev), cfg.finetune_task,
+    train, dev = shared_features(model.encoder, data, out, source, write=dist.is_main)
+    task = FinetuneTask(train, dev, cfg.finetune_task,
                         text_of=data.tokenizer.decode, seed=cfg.finetune.seed, rank=dist.rank,
                         world_size=dist.world_size)
     log.info("%s: LMSAB blocks %s (radius %d)", name, format_blocks(blocks) or "none", cfg.radius)
