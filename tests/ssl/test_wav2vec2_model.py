@@ -135,3 +135,19 @@ def test_short_audio_is_refused():
     with pytest.raises(DataError, match="399 samples is shorter than .* receptive field \\(400"):
         model.features(torch.randn(1, 399))
     assert model.features(torch.randn(1, 400))[0].shape[1] == 1
+
+
+def test_build_entry_point_makes_exactly_the_listed_blocks_local():
+    from speechlab.errors import ConfigError
+    from speechlab.ssl.wav2vec2 import parse_blocks
+
+    model = build(preset="base", local_blocks=(2, 3, 4, 5), radius=30)
+    radii = [b.attention.radius for b in model.transformer.blocks]
+    assert radii == [None, 30, 30, 30, 30] + [None] * 7
+    assert parse_blocks("6-11,12", 12) == (6, 7, 8, 9, 10, 11, 12)
+    for bad, match in [("2-x", "is not a block number"), ("5-2", "runs backwards"),
+                       ("0-3", "block\\(s\\) 0 out of range"), ("13", "13 out of range")]:
+        with pytest.raises(ConfigError, match=match):
+            parse_blocks(bad, 12)
+    with pytest.raises(ConfigError, match="radius must be >= 1"):
+        build("ci", local_blocks=(1,), radius=0)

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
 from speechlab.nn import lengths_to_mask
-from speechlab.ssl.wav2vec2.config import Wav2Vec2Config, preset
+from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.feature_encoder import FeatureEncoder
 from speechlab.ssl.wav2vec2.quantizer import GumbelQuantizer
 from speechlab.ssl.wav2vec2.transformer import AttentionSink, Block, PositionalConv, Transformer
@@ -124,12 +124,14 @@ def build_from_config(config: Wav2Vec2Config) -> Wav2Vec2:
     return model
 
 
-def build(preset_name: str | Wav2Vec2Config = "base", local_blocks: tuple[int, ...] = (),
+def build(preset: str | Wav2Vec2Config = "base", local_blocks: tuple[int, ...] = (),
           radius: int = 30, **changes) -> Wav2Vec2:
     """The pre-training model of ``preset`` (a name of
     :data:`~speechlab.ssl.wav2vec2.config.PRESETS` or a config) with ``local_blocks``
     (1-based) made local with ``radius``; ``changes`` replace other config fields."""
-    cfg = preset_name if isinstance(preset_name, Wav2Vec2Config) else preset(preset_name)
+    from speechlab.ssl.wav2vec2.config import preset as named
+
+    cfg = preset if isinstance(preset, Wav2Vec2Config) else named(preset)
     cfg = dataclasses.replace(cfg, local_blocks=tuple(sorted(set(local_blocks))), radius=radius,
                               **changes)
     return build_from_config(cfg)
