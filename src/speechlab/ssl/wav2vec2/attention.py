@@ -86,9 +86,6 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
     # Keys and values padded by `radius` before and enough after that block b's slice is
     # rows [b * w, b * w + span) of the padded tensor; unfold makes those slices views.
     after = nb * w - T + radius
-    kp = F.pad(k, (0, 0, radius, after))
-    vp = F.pad(v, (0, 0, radius, after))
-    qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D) * (1.0 / math.sqrt(D))
     # Query a of a block sees key c of its slice iff |a + radius - c| <= radius; keys before 0
     # or after T - 1 do not exist. Both get -inf: exactly zero weight.
     a = torch.arange(w, device=q.device)[:, None]
@@ -112,22 +109,26 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
         # Training: all heads in one batched matmul over the block slices. matmul copies the
         # overlapping slices (2 x T x span x D per head), but its backward is a few large
         # kernels; per-head loops made the backward 2-4x slower.
-        kw = kp.unfold(2, span, w)  # (B, H, nb, D, span)
-        vw = vp.unfold(2, span, w).transpose(-1, -2)  # (B, H, nb, span, D)
+        kw = F.pad(k, (0, 0, radius, after)).unfold(2, span, w)  # (B, H, nb, D, span)
+        vw = F.pad(v, (0, 0, radius, after)).unfold(2, span, w).transpose(-1, -2)
+        qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D) * (1.0 / math.sqrt(D))
         full_bias = bias if key_padding_mask is None else bias + pad_bias[:, None, :, None, :]
         weights = (qb @ kw + full_bias).softmax(-1)
         if dropout > 0:
             weights = F.dropout(weights, dropout)
         return (weights @ vw).reshape(B, H, nb * w, D)[:, :, :T]
-    # Inference: one (batch, head) at a time, so its key and value slices stay views of the
-    # padded tensors (no copy) and only one head's scores exist at once.
+    # Inference: one (batch, head) at a time, each head's keys and values padded on its own and
+    # its slices views of them (no copy), so besides the output only one head's padded keys,
+    # values and scores exist at once.
     out = q.new_empty(B, H, nb, w, D)
+    scale = 1.0 / math.sqrt(D)
     for b in range(B):
         bias_b = bias if key_padding_mask is None else bias + pad_bias[b, :, None, :]
         for h in range(H):
-            kw = kp[b, h].unfold(0, span, w)  # (nb, D, span)
-            vw = vp[b, h].unfold(0, span, w).transpose(1, 2)  # (nb, span, D)
-            weights = torch.baddbmm(bias_b, qb[b, h], kw).softmax(-1)  # (nb, w, span)
+            kw = F.pad(k[b, h], (0, 0, radius, after)).unfold(0, span, w)  # (nb, D, span)
+            vw = F.pad(v[b, h], (0, 0, radius, after)).unfold(0, span, w).transpose(1, 2)
+            qh = F.pad(q[b, h], (0, 0, 0, nb * w - T)).view(nb, w, D)
+            weights = torch.baddbmm(bias_b, qh, kw, alpha=scale).softmax(-1)  # (nb, w, span)
             if dropout > 0:
                 weights = F.dropout(weights, dropout)
             torch.bmm(weights, vw, out=out[b, h])
