@@ -453,9 +453,12 @@ def local_attention_results(cfg: LocalAttentionConfig, data: LocalAttentionData,
              f"utterances; {cfg.lm_order}-gram LM; LM weights chosen: {lm_w}. The diagnosis "
              f"suggests LMSABs in blocks: {suggested}. The corpus is synthetic speech; the "
              "tables have the paper's shape, computed by the command in `meta`.")
+    # Say plainly when the models have not learned to transcribe (a reader would otherwise
+    # compare variants whose differences are noise): the measured Viterbi rows decide.
     best = [r[6] for r in rows if r[2] == "None"]
-    if best and min(best) >= 95.0:
-        notes = ("**At this scale no fine-tuned model transcribes: every Viterbi test CER is "
-                 f"{min(best):.0f}% or more.**\n\n" + notes)
+    if best and min(best) >= 80.0:
+        notes = ("**At this scale the fine-tuned models do not yet transcribe: the best Viterbi "
+                 f"test CER is {min(best):.1f}%, so differences between the variants are not "
+                 "the paper's effect.**\n\n" + notes)
     return Results(title=f"wav2vec 2.0 local attention ({scale} scale)", tables=tables,
                    figures=figures, notes=notes)
