@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from speechlab.errors import DataError
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
-from speechlab.ssl.wav2vec2.model import CtcConfig, Wav2Vec2, build_ctc, build_from_config
+from speechlab.ssl.wav2vec2.model import CtcConfig, build_ctc, build_from_config
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
 from speechlab.errors import DataError
-from speechlab.nn import lengths_to_mask
 from speechlab.ssl.wav2vec2.masking import span_mask
 from speechlab.train.sampler import BucketBatches, MapBatches
 
