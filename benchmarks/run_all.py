@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, list[str]] = {
     "graph_loss": [],
     "rnnt_decode": [],
     "corpus_speed": [],
+    "local_attention": [],
     # about 2 minutes (plus ~45 s to build the two decoding graphs the first time)
     "ctc_viterbi": [],
     "ctc_lattice": [],

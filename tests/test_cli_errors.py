@@ -180,6 +180,27 @@ def _results(env: Env) -> None:
     env.text("runA/results.json", '{"title": "x", "tables": [')
 
 
+def _w2v_checkpoint(name: str = "w2v.pt", **extra) -> Callable[[Env], None]:
+    def setup(env: Env) -> None:
+        from speechlab.testing.wav2vec2 import fairseq_checkpoint
+
+        fairseq_checkpoint(env / name, **extra)
+        CutSetFile(env)
+    return setup
+
+
+def CutSetFile(env: Env, seconds: float = 0.5) -> None:
+    from lhotse import CutSet
+
+    CutSet.from_cuts([tone_cut(env / "short.wav", duration=seconds, cut_id="short")]).to_file(
+        env / "cuts.jsonl.gz")
+
+
+def _diagnose(env: Env, ckpt: str = "w2v.pt", *extra: str) -> list[str]:
+    return ["diagnose", "attention", str(env / ckpt), "--cuts", str(env / "cuts.jsonl.gz"),
+            "--out", str(env / "diag"), *extra]
+
+
 CASES: list[Case] = [
     # --- numeric options, refused where they enter, before any work
     Case("score-level-above-1", lambda e: _score(e, "--level", "1.5"), "'level' must be < 1"),
@@ -346,6 +367,33 @@ CASES: list[Case] = [
                                              str(e / "bad.jsonl.gz"), "--out", str(e / "f")],
          "bad.jsonl.gz is not a lhotse cuts manifest",
          lambda e: (e / "bad.jsonl.gz").write_bytes(b"\x1f\x8b garbage")),
+    # --- wav2vec 2.0: checkpoints, audio, block lists and radii (issue 10)
+    Case("w2v-audio-shorter-than-receptive-field", lambda e: _diagnose(e),
+         "cut 'short' has 320 samples, shorter than the feature encoder's receptive field (400",
+         lambda e: (_w2v_checkpoint()(e), CutSetFile(e, seconds=0.02))),
+    Case("w2v-checkpoint-shape-mismatch", lambda e: _diagnose(e, "bad.pt"),
+         "tensor 'transformer.blocks.1.feed_forward.fc1.weight' has shape (3, 3)",
+         _w2v_checkpoint("bad.pt", tensors={"encoder.layers.1.fc1.weight": __import__("torch").zeros(3, 3)})),
+    Case("w2v-not-a-checkpoint", lambda e: _diagnose(e, "notes.pt"),
+         "{d}/notes.pt is not a wav2vec 2.0 checkpoint",
+         lambda e: (e.text("notes.pt", "not a checkpoint\n"), CutSetFile(e))),
+    Case("w2v-diagnose-radius-zero", lambda e: _diagnose(e, "w2v.pt", "--apply", "--radius", "0"),
+         "--radius must be >= 1", _w2v_checkpoint()),
+    Case("w2v-block-list-malformed", lambda e: ["wav2vec2", "config", "--local-blocks", "2-x",
+                                                "--out", str(e / "m.yaml")],
+         "block list '2-x': '2-x' is not a block number"),
+    Case("w2v-block-list-out-of-range", lambda e: ["wav2vec2", "config", "--local-blocks",
+                                                   "6-13", "--out", str(e / "m.yaml")],
+         "block(s) 13 out of range: the model has blocks 1-12"),
+    Case("w2v-config-radius-zero", lambda e: ["wav2vec2", "config", "--radius", "0", "--out",
+                                              str(e / "m.yaml")], "--radius must be >= 1"),
+    Case("w2v-reproduce-radius-zero", lambda e: ["reproduce", "local-attention", "--scale", "ci",
+                                                 "--out", str(e / "run"), "--set", "radius=0"],
+         "'radius' must be >= 1"),
+    Case("w2v-reproduce-variant-blocks-out-of-range",
+         lambda e: ["reproduce", "local-attention", "--scale", "ci", "--out", str(e / "run"),
+                    "--set", "variants={Orig: '', L_B2-12: '2-12'}"],
+         "variant 'L_B2-12': block list '2-12': block(s) 3-12 out of range"),
 ]
 
 

@@ -69,12 +69,18 @@ from speechlab.data.corpus import CorpusConfig  # noqa: E402
 from speechlab.data.importers import ImportConfig  # noqa: E402
 from speechlab.metrics.commands import ScoreConfig  # noqa: E402
 from speechlab.train.config import OptimConfig, ScheduleConfig, TrainConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.config import Wav2Vec2Config  # noqa: E402
+from speechlab.ssl.wav2vec2.finetune import FinetuneTaskConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.model import CtcConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.reproduce import LocalAttentionConfig  # noqa: E402
 
 # Every config dataclass of the package; a new paper's configs join this list.
 CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, SearchConfig,
            EarlyStopConfig, DecodeConfig, TaskConfig, FbankConfig, SpecAugmentConfig,
            ImportConfig, CorpusConfig, ScoreConfig, ReproduceConfig,
-           TopologiesConfig]
+           TopologiesConfig,
+           Wav2Vec2Config, CtcConfig, PretrainTaskConfig, FinetuneTaskConfig, LocalAttentionConfig]
 
 
 def _numeric(tp) -> bool:

@@ -36,6 +36,7 @@ COMMAND_MODULES = (
     "speechlab.report.commands",
     "speechlab.asr.rnnt.commands",
     "speechlab.asr.ctc.commands",
+    "speechlab.ssl.wav2vec2.commands",
     "speechlab.reproduce",
 )
 

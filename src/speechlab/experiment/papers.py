@@ -25,9 +25,16 @@ def _topologies() -> Reproduction:
     return Topologies()
 
 
+def _local_attention() -> Reproduction:
+    from speechlab.ssl.wav2vec2.reproduce import LocalAttention
+
+    return LocalAttention()
+
+
 PAPERS: dict[str, Callable[[], Reproduction]] = {
     "multisoftmax": _multisoftmax,
     "topologies": _topologies,
+    "local-attention": _local_attention,
 }
 
 

@@ -50,6 +50,19 @@ def _build_ctc(config: Mapping[str, Any]) -> nn.Module:
     return build(from_dict(CtcModelConfig, dict(config)))
 
 
+def _build_wav2vec2(config: Mapping[str, Any]) -> nn.Module:
+    from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
+    from speechlab.ssl.wav2vec2.model import build_from_config
+
+    return build_from_config(from_dict(Wav2Vec2Config, dict(config)))
+
+
+def _build_wav2vec2_ctc(config: Mapping[str, Any]) -> nn.Module:
+    from speechlab.ssl.wav2vec2.model import CtcConfig, build_ctc
+
+    return build_ctc(from_dict(CtcConfig, dict(config)))
+
+
 def _build_toy(config: Mapping[str, Any]) -> nn.Module:
     from speechlab.testing.toy_task import ToyConfig, build_model
 
@@ -60,6 +73,7 @@ def _build_toy(config: Mapping[str, Any]) -> nn.Module:
 FAMILIES: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {
     "rnnt": _build_rnnt,
     "ctc": _build_ctc,
+    "wav2vec2": _build_wav2vec2, "wav2vec2_ctc": _build_wav2vec2_ctc,
     "toy": _build_toy,  # the trainer's and the experiment layer's test model
 }
 

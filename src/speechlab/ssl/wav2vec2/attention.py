@@ -1,0 +1,178 @@
+"""Multi-head self-attention of the wav2vec 2.0 Transformer, full or local (LMSAB).
+
+A local multi-head self-attention block (LMSAB, Sec. 3 of the local-attention paper) lets query
+``i`` attend only to keys ``j`` with ``|i - j| <= radius``. :func:`local_attention` computes only
+that band, in blocks: the queries are cut into blocks of ``chunk`` frames and each block attends
+to the key slice ``[start - radius, end + radius)``, masked exactly to the band. Scores and
+weights take ``T x (chunk + 2 radius)`` memory per head instead of ``T x T``, and the work falls
+by the same factor. (A boolean band mask given to ``scaled_dot_product_attention`` still computes
+every pair: on CPU it was no faster than no mask.)
+
+Padding: ``key_padding_mask`` (B, T) is True on padded keys. A padded key gets the most
+negative finite score rather than ``-inf``, as in the usual additive attention mask, so a
+query whose every key in reach is padding (itself a padded frame) gets finite, meaningless
+weights instead of NaN; keys outside the band (or outside the sequence) get ``-inf`` and exactly
+zero weight.
+
+Shapes: B batch, H heads, T frames, D dims per head (the module's ``dim`` is H x D).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from speechlab.errors import ConfigError
+
+#: Query block length of the blocked band computation (benchmarks/local_attention.py chose it:
+#: shorter blocks waste fewer out-of-band scores, longer ones make fewer, larger matmuls).
+DEFAULT_CHUNK = 32
+
+
+def _padding_bias(key_padding_mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """(B, T) True on padding -> (B, 1, 1, T) additive bias (0 or the dtype's minimum)."""
+    if key_padding_mask is None:
+        return None
+    bias = torch.zeros(key_padding_mask.shape, dtype=dtype, device=key_padding_mask.device)
+    return bias.masked_fill(key_padding_mask, torch.finfo(dtype).min)[:, None, None, :]
+
+
+def full_attention(q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None = None,
+                   *, dropout: float = 0.0) -> Tensor:
+    """Softmax attention over every key: q, k, v (B, H, T, D) -> (B, H, T, D); ``dropout``
+    on the weights (training only)."""
+    return F.scaled_dot_product_attention(q, k, v, _padding_bias(key_padding_mask, q.dtype),
+                                          dropout_p=dropout)
+
+
+def attention_weights(q: Tensor, k: Tensor, key_padding_mask: Tensor | None = None,
+                      radius: int | None = None) -> Tensor:
+    """The (B, H, T, T) softmax weights (rows are queries) of full attention, or of local
+    attention with ``radius``; for inspection (the diagnosis), not for training."""
+    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    bias = _padding_bias(key_padding_mask, scores.dtype)
+    if bias is not None:
+        scores = scores + bias
+    if radius is not None:
+        i = torch.arange(q.shape[-2], device=q.device)
+        outside = (i[:, None] - i[None, :]).abs() > radius
+        scores = scores.masked_fill(outside, -math.inf)
+    return scores.softmax(-1)
+
+
+def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
+                    key_padding_mask: Tensor | None = None, *,
+                    chunk: int = DEFAULT_CHUNK, dropout: float = 0.0) -> Tensor:
+    """Softmax attention of each query ``i`` over the keys ``j`` with ``|i - j| <= radius``.
+
+    q, k, v (B, H, T, D); key_padding_mask (B, T) True on padded keys -> (B, H, T, D). Exact:
+    equal to full attention with the band mask (and to full attention when
+    ``radius >= T - 1``), computed in query blocks of ``chunk`` frames (module doc).
+    ``dropout`` drops weights (training only).
+    """
+    if isinstance(radius, bool) or not isinstance(radius, int) or radius < 1:
+        raise ConfigError(f"local attention radius must be an integer >= 1, got {radius!r}")
+    if chunk < 1:
+        raise ConfigError(f"local attention chunk must be >= 1, got {chunk}")
+    B, H, T, D = q.shape
+    if radius >= T - 1:
+        return full_attention(q, k, v, key_padding_mask, dropout=dropout)
+    w = min(chunk, T)
+    nb = -(-T // w)
+    span = w + 2 * radius
+    # Keys and values padded by `radius` before and enough after that block b's slice is
+    # rows [b * w, b * w + span) of the padded tensor; unfold makes those slices views.
+    after = nb * w - T + radius
+    # Query a of a block sees key c of its slice iff |a + radius - c| <= radius; keys before 0
+    # or after T - 1 do not exist. Both get -inf: exactly zero weight.
+    a = torch.arange(w, device=q.device)[:, None]
+    c = torch.arange(span, device=q.device)[None, :]
+    band = (c >= a) & (c <= a + 2 * radius)  # (w, span)
+    pos = torch.arange(nb, device=q.device)[:, None] * w - radius + torch.arange(span, device=q.device)
+    exists = (pos >= 0) & (pos < T)  # (nb, span)
+    allowed = band[None] & exists[:, None]  # (nb, w, span)
+    # The query rows padded onto the last block (dropped from the output) may have no key in
+    # reach; give each its own (zero) slot so that its softmax is finite and its zero gradient
+    # stays zero instead of NaN.
+    beyond = (torch.arange(nb, device=q.device)[:, None] * w + a[:, 0][None, :]) >= T  # (nb, w)
+    allowed = allowed | (beyond[:, :, None] & (c == a + radius)[None])
+    bias = torch.zeros(nb, w, span, dtype=q.dtype, device=q.device)
+    bias = bias.masked_fill(~allowed, -math.inf)
+    if key_padding_mask is not None:
+        padded = F.pad(key_padding_mask, (radius, after), value=True).unfold(1, span, w)
+        pad_bias = torch.zeros(padded.shape, dtype=q.dtype, device=q.device)
+        pad_bias = pad_bias.masked_fill(padded, torch.finfo(q.dtype).min)  # (B, nb, span)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        # Training: all heads in one batched matmul over the block slices. matmul copies the
+        # overlapping slices (2 x T x span x D per head), but its backward is a few large
+        # kernels; per-head loops made the backward 2-4x slower.
+        kw = F.pad(k, (0, 0, radius, after)).unfold(2, span, w)  # (B, H, nb, D, span)
+        vw = F.pad(v, (0, 0, radius, after)).unfold(2, span, w).transpose(-1, -2)
+        qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D) * (1.0 / math.sqrt(D))
+        full_bias = bias if key_padding_mask is None else bias + pad_bias[:, None, :, None, :]
+        weights = (qb @ kw + full_bias).softmax(-1)
+        if dropout > 0:
+            weights = F.dropout(weights, dropout)
+        return (weights @ vw).reshape(B, H, nb * w, D)[:, :, :T]
+    # Inference: one (batch, head) at a time, each head's keys and values padded on its own and
+    # its slices views of them (no copy), so besides the output only one head's padded keys,
+    # values and scores exist at once.
+    out = q.new_empty(B, H, nb, w, D)
+    scale = 1.0 / math.sqrt(D)
+    for b in range(B):
+        bias_b = bias if key_padding_mask is None else bias + pad_bias[b, :, None, :]
+        for h in range(H):
+            kw = F.pad(k[b, h], (0, 0, radius, after)).unfold(0, span, w)  # (nb, D, span)
+            vw = F.pad(v[b, h], (0, 0, radius, after)).unfold(0, span, w).transpose(1, 2)
+            qh = F.pad(q[b, h], (0, 0, 0, nb * w - T)).view(nb, w, D)
+            weights = torch.baddbmm(bias_b, qh, kw, alpha=scale).softmax(-1)  # (nb, w, span)
+            if dropout > 0:
+                weights = F.dropout(weights, dropout)
+            torch.bmm(weights, vw, out=out[b, h])
+    return out.reshape(B, H, nb * w, D)[:, :, :T]
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with q/k/v/out projections (the Transformer's MSA layer, eq.
+    in Sec. 2.2 of the local-attention paper); local (LMSAB) when ``radius`` is set.
+
+    ``forward(x, key_padding_mask, need_weights)``: x (B, T, D) -> (B, T, D) and, if asked,
+    the (B, H, T, T) weights. The output is computed the same way whether or not weights are
+    asked for, so inspecting a model never changes what it outputs.
+    """
+
+    def __init__(self, dim: int, heads: int, *, dropout: float = 0.0, radius: int | None = None,
+                 chunk: int = DEFAULT_CHUNK) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ConfigError(f"attention dim {dim} is not a multiple of {heads} heads")
+        if radius is not None and radius < 1:
+            raise ConfigError(f"local attention radius must be >= 1, got {radius}")
+        self.heads = heads
+        self.radius = radius
+        self.chunk = chunk
+        self.dropout = dropout
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+        self.q_proj = nn.Linear(dim, dim)
+        self.out_proj = nn.Linear(dim, dim)
+
+    def _split(self, x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        return x.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        q, k, v = self._split(self.q_proj(x)), self._split(self.k_proj(x)), self._split(self.v_proj(x))
+        p = self.dropout if self.training else 0.0
+        if self.radius is None:
+            out = full_attention(q, k, v, key_padding_mask, dropout=p)
+        else:
+            out = local_attention(q, k, v, self.radius, key_padding_mask, chunk=self.chunk,
+                                  dropout=p)
+        weights = attention_weights(q, k, key_padding_mask, self.radius) if need_weights else None
+        B, H, T, Dh = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(B, T, H * Dh)), weights

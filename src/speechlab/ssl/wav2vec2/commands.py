@@ -1,0 +1,145 @@
+"""``speechlab diagnose attention`` and ``speechlab wav2vec2 config``.
+
+``diagnose attention CHECKPOINT_OR_HF_DIR --cuts CUTS --out DIR`` reads a wav2vec 2.0 model
+from any checkpoint :mod:`.checkpoint_import` reads, captures every block's attention maps on
+the first ``--utterances`` cuts, and writes into DIR: ``attention_fig2.png`` (the paper's Fig. 2),
+``results.json`` / ``results.md`` (the per-block table, which ``speechlab report DIR`` puts into
+the HTML report) and ``suggested_blocks.txt`` (the vertical and vertical+diagonal blocks, e.g.
+``6-11``). ``--apply`` also writes ``model.yaml``: the model's config with exactly those blocks
+made local (``--radius``).
+
+``wav2vec2 config --preset base --local-blocks 2-12 --radius 30 --out model.yaml`` writes a
+model config and prints its parameter count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from speechlab.errors import ConfigError, DataError
+
+
+def _radius(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--radius must be an integer, got {text!r}") from None
+    return value
+
+
+def _check_radius(radius: int) -> None:
+    if radius < 1:
+        raise ConfigError(f"--radius must be >= 1 (frames each side of the query), got {radius}")
+
+
+def _utterances(cuts_path: Path, n: int, receptive_field: int) -> tuple[list, list[str]]:
+    import torch
+    from lhotse import CutSet
+
+    if not cuts_path.is_file():
+        raise DataError(f"{cuts_path}: no such cuts manifest")
+    try:
+        cuts = list(CutSet.from_file(cuts_path))
+    except Exception as e:  # lhotse raises many kinds for a file that is not a manifest
+        raise DataError(f"{cuts_path} is not a lhotse cuts manifest ({type(e).__name__})") from None
+    if not cuts:
+        raise DataError(f"{cuts_path}: the manifest holds no cut")
+    wavs, names = [], []
+    for cut in cuts[:n]:
+        if cut.sampling_rate != 16000:
+            raise DataError(f"{cuts_path}: cut {cut.id!r} is sampled at {cut.sampling_rate} Hz; "
+                            "wav2vec 2.0 takes 16 kHz audio (resample it first)")
+        audio = torch.from_numpy(cut.load_audio()[0].copy()).float()
+        if len(audio) < receptive_field:
+            raise DataError(f"{cuts_path}: cut {cut.id!r} has {len(audio)} samples, shorter than "
+                            f"the feature encoder's receptive field ({receptive_field} samples): "
+                            "leave it out of the manifest")
+        wavs.append(audio)
+        names.append(cut.id)
+    return wavs, names
+
+
+def _run_diagnose(args: argparse.Namespace) -> int:
+    from speechlab.config import save_config
+    from speechlab.report import Figure, Results
+    from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained
+    from speechlab.ssl.wav2vec2.config import format_blocks
+    from speechlab.ssl.wav2vec2.diagnose import (
+        block_maps,
+        diagnosis_table,
+        grid_figure,
+        suggested_blocks,
+    )
+    from speechlab.utils import atomic_write_text
+
+    _check_radius(args.radius)
+    if args.utterances < 1:
+        raise ConfigError(f"--utterances must be >= 1, got {args.utterances}")
+    model = load_pretrained(args.checkpoint)
+    encoder = getattr(model, "encoder", model)
+    wavs, names = _utterances(args.cuts, args.utterances, encoder.config.receptive_field)
+    diagnosis = block_maps(model, wavs)
+    blocks = suggested_blocks(diagnosis)
+    new_config = encoder.config.localized(blocks, args.radius) if args.apply else None
+    # everything is computed: now write
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    grid_figure(diagnosis, out / "attention_fig2.png", names)
+    listed = format_blocks(blocks)
+    atomic_write_text(out / "suggested_blocks.txt", listed + "\n")
+    notes = (f"Model: `{args.checkpoint}`; {len(names)} utterance(s) of `{args.cuts}`. "
+             f"Suggested LMSAB blocks (vertical and vertical+diagonal): {listed or 'none'}.")
+    if new_config is not None:
+        save_config(dataclasses.replace(new_config), out / "model.yaml")
+        notes += f" `model.yaml` localizes them with radius {args.radius}."
+    Results(title="wav2vec 2.0 attention diagnosis", tables=[diagnosis_table(diagnosis)],
+            figures=[Figure("attention_fig2.png", "Attention maps (mean over heads), utterances "
+                            "x blocks, each resized to 64 x 64 (Fig. 2 of the local-attention "
+                            "paper).")], notes=notes).save(out)
+    for d in diagnosis:
+        print(f"block {d.block:2d}: {d.label:<18} band {d.mean('band'):.3f} vertical "
+              f"{d.mean('vertical'):.3f} entropy {d.mean('entropy'):.3f} agreement "
+              f"{100 * d.agreement:.0f}%")
+    print(f"suggested LMSAB blocks: {listed or 'none'}")
+    return 0
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from speechlab.config import save_config
+    from speechlab.ssl.wav2vec2.config import format_blocks, parse_blocks, preset
+    from speechlab.ssl.wav2vec2.model import build_from_config
+
+    _check_radius(args.radius)
+    cfg = preset(args.preset)
+    cfg = cfg.localized(parse_blocks(args.local_blocks, cfg.layers), args.radius)
+    params = sum(p.numel() for p in build_from_config(cfg).parameters())
+    save_config(cfg, args.out)
+    print(f"{args.out}: preset {args.preset}, LMSAB blocks {format_blocks(cfg.local_blocks) or 'none'} "
+          f"(radius {cfg.radius}), {params:,} parameters")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser("diagnose", help="diagnose a model (the local-attention paper's Sec. 3)")
+    dsub = d.add_subparsers(dest="what", metavar="WHAT", required=True)
+    a = dsub.add_parser("attention", help="per-block attention maps, patterns and the blocks "
+                        "to make local, for a wav2vec 2.0 checkpoint or Hugging Face directory")
+    a.add_argument("checkpoint", type=Path, metavar="CHECKPOINT_OR_HF_DIR")
+    a.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (16 kHz)")
+    a.add_argument("--out", type=Path, required=True)
+    a.add_argument("--utterances", type=int, default=6, help="cuts to look at (Fig. 2: six)")
+    a.add_argument("--apply", action="store_true", help="also write model.yaml localizing the "
+                   "suggested blocks")
+    a.add_argument("--radius", type=_radius, default=30, help="LMSAB radius for --apply")
+    a.set_defaults(func=_run_diagnose, outputs={"out": "dir"})
+
+    w = sub.add_parser("wav2vec2", help="wav2vec 2.0 model configs")
+    wsub = w.add_subparsers(dest="what", metavar="WHAT", required=True)
+    c = wsub.add_parser("config", help="write a model config with some blocks local")
+    c.add_argument("--preset", default="base")
+    c.add_argument("--local-blocks", default="", help="1-based blocks, e.g. 2-12 or 6-11,12")
+    c.add_argument("--radius", type=_radius, default=30)
+    c.add_argument("--out", type=Path, required=True)
+    c.set_defaults(func=_run_config, outputs={"out": "file"})

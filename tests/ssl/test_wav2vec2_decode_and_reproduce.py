@@ -1,0 +1,99 @@
+"""Greedy and LM beam decoding on planted log-probs; the pre-training and fine-tuning losses;
+``speechlab reproduce local-attention`` end to end at the ``ci`` scale."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from speechlab.ssl.wav2vec2.decode import LmBeamDecoder, greedy_ids
+from speechlab.text.graphemes import GraphemeTokenizer
+from speechlab.text.ngram import NgramConfig, estimate
+
+
+def _spell(tokenizer, text: str, *, frames_per_label: int = 2, confusion: dict | None = None):
+    """(T, V) log-probs whose best path spells ``text`` (a blank between labels);
+    ``confusion`` maps a label id to another that gets slightly more probability."""
+    ids = tokenizer.encode(text)
+    V = len(tokenizer)
+    rows = []
+    for i in ids:
+        for _ in range(frames_per_label):
+            p = np.full(V, 0.01 / V)
+            if confusion and i in confusion:
+                p[confusion[i]], p[i] = 0.5, 0.45
+            else:
+                p[i] = 0.95
+            rows.append(p / p.sum())
+        b = np.full(V, 0.01 / V)
+        b[0] = 0.99
+        rows.append(b / b.sum())
+    return np.log(np.array(rows))
+
+
+def test_greedy_merges_repeats_and_drops_blanks():
+    lp = torch.log(torch.tensor([[0.1, 0.9, 0.0 + 1e-9], [0.1, 0.9, 1e-9], [0.9, 0.1, 1e-9],
+                                 [0.1, 0.9, 1e-9], [0.1, 0.1, 0.8]]))
+    assert greedy_ids(lp) == [1, 1, 2]
+
+
+def test_lm_beam_search_spells_words_and_the_lm_fixes_a_letter():
+    tok = GraphemeTokenizer.build(["hello world word"], "en")
+    lm = estimate([["hello", "world"], ["hello", "word"], ["world", "hello"]], NgramConfig(order=2))
+    dec = LmBeamDecoder(lm, tok, beam=16, lm_weight=1.0)
+    assert dec(_spell(tok, "hello world")) == "hello world"
+    # acoustically "wOrld" is confused toward "wlrld" (no such word): the lexicon forces a word
+    o, l_ = tok.encode("lo")[1], tok.encode("ol")[1]  # word-internal forms
+    lp = _spell(tok, "hello world", confusion={o: l_})
+    assert tok.decode(greedy_ids(lp)) != "hello world"
+    assert dec(lp) == "hello world"
+
+
+def test_pretraining_loss_is_finite_and_learns_a_planted_batch():
+    from speechlab.ssl.wav2vec2 import build
+    from speechlab.ssl.wav2vec2.pretrain import PretrainTask, PretrainTaskConfig
+
+    torch.manual_seed(0)
+    model = build("ci")
+    wavs = [torch.randn(8000) for _ in range(2)]
+    task = PretrainTask(wavs, wavs, PretrainTaskConfig(crop_seconds=0.5, batch_size=2,
+                                                       mask_length=2, num_negatives=3))
+    task.set_step(10)
+    assert task.tau == pytest.approx(max(2.0 * 0.999995 ** 10, 0.5))
+    loss, stats, weight = task.loss(model, wavs)
+    assert math.isfinite(loss.item()) and weight > 0
+    # the contrastive term of 1 + 3 candidates starts near log 4
+    assert 0.5 < stats["contrastive"] < 3.0
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.slow
+@pytest.mark.needs_espeak
+def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
+    from speechlab.cli import main
+    from speechlab.report import Results
+    from speechlab.testing.corpus import tiny_corpus
+
+    corpus = tiny_corpus(tmp_path)
+    out = tmp_path / "run"
+    argv = ["reproduce", "local-attention", "--scale", "ci", "--corpus", str(corpus), "--out",
+            str(out), "--jobs", "1"]
+    assert main(argv) == 0
+    res = Results.load(out)
+    assert [t.name for t in res.tables] == ["table1", "diagnosis", "training"]
+    t1 = res.table("table1")
+    models = [r[0] for r in t1.rows if r[0]]
+    assert models == ["Orig", "L_B1-12", "L_B2-12", "L_B6-11", "L_B2-5"]
+    assert [r[2] for r in t1.rows[:3]] == ["None", "4", "16"]
+    assert [r[1] for r in t1.rows if r[0]][:3] == ["none", "1-2", "2"]
+    assert all(0 <= v for r in t1.rows for v in r[3:])
+    assert (out / "diagnosis_fig2.png").is_file()
+    # a rerun trains nothing again
+    ckpt = out / "models" / "Orig" / "best.pt"
+    before = ckpt.stat().st_mtime_ns
+    assert main(argv) == 0
+    assert ckpt.stat().st_mtime_ns == before
