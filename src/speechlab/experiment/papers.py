@@ -25,9 +25,16 @@ def _topologies() -> Reproduction:
     return Topologies()
 
 
+def _salad() -> Reproduction:
+    from speechlab.tts.reproduce import SaladReproduction
+
+    return SaladReproduction()
+
+
 PAPERS: dict[str, Callable[[], Reproduction]] = {
     "multisoftmax": _multisoftmax,
     "topologies": _topologies,
+    "salad": _salad,
 }
 
 

@@ -50,6 +50,12 @@ def _build_ctc(config: Mapping[str, Any]) -> nn.Module:
     return build(from_dict(CtcModelConfig, dict(config)))
 
 
+def _build_tts(config: Mapping[str, Any]) -> nn.Module:
+    from speechlab.tts.model import AcousticModelConfig, build_from_config
+
+    return build_from_config(from_dict(AcousticModelConfig, dict(config)))
+
+
 def _build_toy(config: Mapping[str, Any]) -> nn.Module:
     from speechlab.testing.toy_task import ToyConfig, build_model
 
@@ -60,6 +66,7 @@ def _build_toy(config: Mapping[str, Any]) -> nn.Module:
 FAMILIES: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {
     "rnnt": _build_rnnt,
     "ctc": _build_ctc,
+    "tts": _build_tts,
     "toy": _build_toy,  # the trainer's and the experiment layer's test model
 }
 

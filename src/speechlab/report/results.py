@@ -134,7 +134,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure file of the run, by its path relative to the run directory."""
+    """A figure file of the run (PNG/JPEG, or a WAV the HTML report embeds as a player), by
+    its path relative to the run directory."""
 
     path: str
     caption: str
