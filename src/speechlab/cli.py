@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "speechlab.metrics.commands",
     "speechlab.report.commands",
     "speechlab.asr.rnnt.commands",
+    "speechlab.tts.commands",
     "speechlab.reproduce",
 )
 

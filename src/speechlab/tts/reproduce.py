@@ -69,6 +69,9 @@ class SaladConfig:
     rnn_train: TrainConfig = field(default_factory=_rnn_train)
     salad_train: TrainConfig = field(default_factory=_salad_train)
     task: TtsTaskConfig = field(default_factory=TtsTaskConfig)
+    # None: the paper's dropout (0.5; SALAD 0.5 in FFN and after positions, 0.1 in attention).
+    # A short run may lower the 0.5 ones (the demo does: a few epochs cannot afford them).
+    dropout: float | None = ranged(None, ge=0, lt=1)
     feature_workers: int = ranged(2, ge=1)
     # Listening examples: this many test sentences per model.
     examples: int = ranged(3, ge=0)
@@ -112,7 +115,8 @@ def prepare_data(cfg: SaladConfig, out: Path, corpus_dir: Path | None, *, write:
 def model_config(cfg: SaladConfig, role: str, input_dim: int):
     from speechlab.tts.model import preset
 
-    return preset(cfg.models[role], input_dim=input_dim)
+    mcfg = preset(cfg.models[role], input_dim=input_dim)
+    return mcfg if cfg.dropout is None else dataclasses.replace(mcfg, dropout=cfg.dropout)
 
 
 def write_sidecar(model_dir: Path, data, question_file: str | None) -> None:
