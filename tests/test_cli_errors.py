@@ -180,6 +180,23 @@ def _results(env: Env) -> None:
     env.text("runA/results.json", '{"title": "x", "tables": [')
 
 
+# --- TTS (SALAD paper): wav + HTS label corpora, synthesis
+_LAB = "{s} {e} x^x-pau+ow=p@x_x/A:0_0_0/B:x-x-x@x-x&x-x#x-x$x-x!x-x;x-x|x/C:1+1+1"
+
+
+def _tts_pair(seconds_wav: float, seconds_lab: float, phone: str = "pau",
+              rate: int = 16000) -> Callable[[Env], None]:
+    def setup(env: Env) -> None:
+        tone_cut(env / "wav" / "u1.wav", duration=seconds_wav, sampling_rate=rate)
+        env.text("lab/u1.lab", _LAB.format(s=0, e=int(seconds_lab * 1e7)).replace(
+            "-pau+", f"-{phone}+") + "\n")
+    return setup
+
+
+def _import_tts(env: Env) -> list[str]:
+    return ["data", "import-tts", str(env / "wav"), str(env / "lab"), "--out", str(env / "c")]
+
+
 CASES: list[Case] = [
     # --- numeric options, refused where they enter, before any work
     Case("score-level-above-1", lambda e: _score(e, "--level", "1.5"), "'level' must be < 1"),
@@ -346,6 +363,21 @@ CASES: list[Case] = [
                                              str(e / "bad.jsonl.gz"), "--out", str(e / "f")],
          "bad.jsonl.gz is not a lhotse cuts manifest",
          lambda e: (e / "bad.jsonl.gz").write_bytes(b"\x1f\x8b garbage")),
+    Case("tts-labels-longer-than-wav", _import_tts, "labels end at 3.000 s but",
+         setup=_tts_pair(1.0, 3.0)),
+    Case("tts-labels-wav-gap-said", _import_tts, "(2.000 s apart, at most 0.1 s allowed)",
+         setup=_tts_pair(1.0, 3.0)),
+    Case("tts-unknown-phone", _import_tts, "u1.lab:1: unknown phone 'qq'",
+         setup=_tts_pair(1.0, 1.0, phone="qq")),
+    Case("tts-wav-other-sample-rate", _import_tts, "sample rate 22050 Hz, expected 16000 Hz",
+         setup=_tts_pair(1.0, 1.0, rate=22050)),
+    Case("tts-question-file-does-not-parse",
+         lambda e: ["reproduce", "salad", "--scale", "ci", "--out", str(e / "run"), "--set",
+                    f"questions={e / 'q.hed'}"], "q.hed:2: not a question",
+         setup=lambda e: e.text("q.hed", 'QS "C-aa" {*-aa+*}\nQS "broken {*-b+*}\n')),
+    Case("tts-synth-not-a-model-dir",
+         lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"), "--out", str(e / "x.wav")],
+         "no tts.json", setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir())),
 ]
 
 

@@ -121,7 +121,8 @@ class MusaRnn(nn.Module):
 
     def init_state(self, batch: int) -> State:
         """Zero (h, c) of the core and of the output layer, each (1, B, size)."""
-        z = self.core.weight_hh_l0.new_zeros
+        # Plain CPU zeros: a quantized LSTM has no float weights to take a device from.
+        z = torch.zeros
         return (z(1, batch, self.core.hidden_size), z(1, batch, self.core.hidden_size),
                 z(1, batch, self.output.hidden_size), z(1, batch, self.output.hidden_size))
 
@@ -171,11 +172,11 @@ class Salad(nn.Module):
         self.blocks = blocks
         self.output = output
         self.drop = nn.Dropout(dropout)
-        self.dim = embedding.proj.out_features
+        self.dim = blocks[0].norm1.normalized_shape[0]
 
     def init_state(self, batch: int) -> State:
         """The position index of each row's next frame: (B,) zeros."""
-        return (torch.zeros(batch, dtype=torch.long, device=self.embedding.proj.weight.device),)
+        return (torch.zeros(batch, dtype=torch.long),)
 
     def _decode(self, x: Tensor, x_lens: Tensor, start: Tensor) -> Tensor:
         """x (B,T,L) whose first frame sits at position ``start`` (B,) -> (B,T,O)."""

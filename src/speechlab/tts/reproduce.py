@@ -101,7 +101,9 @@ def prepare_data(cfg: SaladConfig, out: Path, corpus_dir: Path | None, *, write:
     """Corpus (built if needed) -> features of every split, normalizers fitted on train."""
     from speechlab.tts.corpus import load_tts_split, make_tts_corpus
     from speechlab.tts.features import prepare
+    from speechlab.tts.questions import load_questions
 
+    load_questions(cfg.questions)  # a question file that does not parse fails before any work
     if corpus_dir is None:
         corpus_dir = out / "corpus"
         if write and not (corpus_dir / "corpus.json").exists():
