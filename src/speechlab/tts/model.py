@@ -75,6 +75,8 @@ PRESETS: dict[str, AcousticModelConfig] = {
     "big_salad": AcousticModelConfig(kind="salad", emb_dim=512, ff_dim=2048, layers=3),
     "mid_rnn": AcousticModelConfig(kind="rnn", emb_dim=64, hidden=160),
     "mid_salad": AcousticModelConfig(kind="salad", emb_dim=64, ff_dim=256, layers=2, heads=4),
+    "mini_rnn": AcousticModelConfig(kind="rnn", emb_dim=32, hidden=96),
+    "mini_salad": AcousticModelConfig(kind="salad", emb_dim=32, ff_dim=128, layers=2, heads=4),
     "tiny_rnn": AcousticModelConfig(kind="rnn", emb_dim=16, hidden=24),
     "tiny_salad": AcousticModelConfig(kind="salad", emb_dim=16, ff_dim=32, layers=1, heads=2),
 }
