@@ -69,12 +69,17 @@ from speechlab.data.corpus import CorpusConfig  # noqa: E402
 from speechlab.data.importers import ImportConfig  # noqa: E402
 from speechlab.metrics.commands import ScoreConfig  # noqa: E402
 from speechlab.train.config import OptimConfig, ScheduleConfig, TrainConfig  # noqa: E402
+from speechlab.tts.corpus import TtsCorpusConfig  # noqa: E402
+from speechlab.tts.model import AcousticModelConfig  # noqa: E402
+from speechlab.tts.reproduce import SaladConfig  # noqa: E402
+from speechlab.tts.task import TtsTaskConfig  # noqa: E402
 
 # Every config dataclass of the package; a new paper's configs join this list.
 CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, SearchConfig,
            EarlyStopConfig, DecodeConfig, TaskConfig, FbankConfig, SpecAugmentConfig,
            ImportConfig, CorpusConfig, ScoreConfig, ReproduceConfig,
            TopologiesConfig]
+CONFIGS += [TtsCorpusConfig, AcousticModelConfig, TtsTaskConfig, SaladConfig]  # SALAD paper
 
 
 def _numeric(tp) -> bool:
