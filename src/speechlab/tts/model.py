@@ -233,9 +233,9 @@ def build_from_config(cfg: AcousticModelConfig) -> nn.Module:
                          else nn.Linear(cfg.emb_dim, cfg.output_dim))
     # The targets are min-max normalized to [0, 1]. Over LayerNorm'd features (unit variance)
     # a default-initialized output layer starts with outputs of std ~0.6 around 0; starting
-    # near the middle of the range (small weights, bias 0.5) saves SALAD its first epochs
-    # (dev MCD after one demo epoch 8.9 dB instead of 10.3). Not in the paper, which does not
-    # say how it initializes; the LSTM output layer's tanh starts near 0 and needs no help.
+    # near the middle of the range (small weights, bias 0.5) saves SALAD its first epochs.
+    # Not in the paper, which does not say how it initializes; the LSTM output layer's tanh
+    # starts near 0 and needs no help.
     with torch.no_grad():
         output.weight.mul_(0.1)
         output.bias.fill_(0.5)
