@@ -43,3 +43,17 @@ def test_padding_does_not_change_an_utterance_and_is_zero():
     padded = model(torch.cat([x, torch.randn(1, 7, 5)], 1), torch.tensor([13]), window=4)
     assert torch.allclose(alone, padded[:, :13], atol=1e-6)
     assert padded[:, 13:].abs().sum() == 0 and torch.isfinite(padded).all()
+
+
+def test_conv_output_stage_keeps_frames_and_padding():
+    from dataclasses import replace
+
+    from speechlab.tts.model import build_from_config, preset
+
+    torch.manual_seed(0)
+    model = build_from_config(replace(preset("tiny_salad", 5, 3), output_conv=3)).eval()
+    x = torch.randn(1, 9, 5)
+    y = model(x, torch.tensor([9]))
+    assert y.shape == (1, 9, 3) and torch.isfinite(y).all()
+    padded = model(torch.cat([x, torch.zeros(1, 4, 5)], 1), torch.tensor([9]))
+    assert padded[:, 9:].abs().sum() == 0

@@ -55,7 +55,6 @@ def predict(model: nn.Module, utts: Sequence[TtsUtteranceData], window: int | No
     order = sorted(range(len(utts)), key=lambda i: utts[i].num_frames)
     i = 0
     while i < len(order):
-        longest = utts[order[i]].num_frames
         j = i + 1
         while j < len(order) and (j - i + 1) * utts[order[j]].num_frames <= batch_frames:
             j += 1
@@ -69,7 +68,6 @@ def predict(model: nn.Module, utts: Sequence[TtsUtteranceData], window: int | No
         for r, g in enumerate(group):
             out[g] = y[r, : utts[g].num_frames]
         i = j
-        del longest
     return out  # type: ignore[return-value]
 
 
