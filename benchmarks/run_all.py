@@ -23,6 +23,8 @@ BENCHMARKS: dict[str, list[str]] = {
     "rnnt_decode": [],
     "corpus_speed": [],
     "local_attention": [],
+    # about 1-2 minutes: Big SALAD vs. Big RNN latency up to 35 s of speech
+    "tts_latency": [],
     # about 2 minutes (plus ~45 s to build the two decoding graphs the first time)
     "ctc_viterbi": [],
     "ctc_lattice": [],

@@ -199,6 +199,21 @@ def CutSetFile(env: Env, seconds: float = 0.5) -> None:
 def _diagnose(env: Env, ckpt: str = "w2v.pt", *extra: str) -> list[str]:
     return ["diagnose", "attention", str(env / ckpt), "--cuts", str(env / "cuts.jsonl.gz"),
             "--out", str(env / "diag"), *extra]
+# --- TTS (SALAD paper): wav + HTS label corpora, synthesis
+_LAB = "{s} {e} x^x-pau+ow=p@x_x/A:0_0_0/B:x-x-x@x-x&x-x#x-x$x-x!x-x;x-x|x/C:1+1+1"
+
+
+def _tts_pair(seconds_wav: float, seconds_lab: float, phone: str = "pau",
+              rate: int = 16000) -> Callable[[Env], None]:
+    def setup(env: Env) -> None:
+        tone_cut(env / "wav" / "u1.wav", duration=seconds_wav, sampling_rate=rate)
+        env.text("lab/u1.lab", _LAB.format(s=0, e=int(seconds_lab * 1e7)).replace(
+            "-pau+", f"-{phone}+") + "\n")
+    return setup
+
+
+def _import_tts(env: Env) -> list[str]:
+    return ["data", "import-tts", str(env / "wav"), str(env / "lab"), "--out", str(env / "c")]
 
 
 CASES: list[Case] = [
@@ -442,6 +457,21 @@ CASES += [
     Case("ctc-lm-order-zero", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
                                          str(e / "lm2.arpa"), "--order", "0"],
          "order must be >= 1", lambda e: e.text("t.txt", "a cat\n")),
+    Case("tts-labels-longer-than-wav", _import_tts, "labels end at 3.000 s but",
+         setup=_tts_pair(1.0, 3.0)),
+    Case("tts-labels-wav-gap-said", _import_tts, "(2.000 s apart, at most 0.1 s allowed)",
+         setup=_tts_pair(1.0, 3.0)),
+    Case("tts-unknown-phone", _import_tts, "u1.lab:1: unknown phone 'qq'",
+         setup=_tts_pair(1.0, 1.0, phone="qq")),
+    Case("tts-wav-other-sample-rate", _import_tts, "sample rate 22050 Hz, expected 16000 Hz",
+         setup=_tts_pair(1.0, 1.0, rate=22050)),
+    Case("tts-question-file-does-not-parse",
+         lambda e: ["reproduce", "salad", "--scale", "ci", "--out", str(e / "run"), "--set",
+                    f"questions={e / 'q.hed'}"], "q.hed:2: not a question",
+         setup=lambda e: e.text("q.hed", 'QS "C-aa" {*-aa+*}\nQS "broken {*-b+*}\n')),
+    Case("tts-synth-not-a-model-dir",
+         lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"), "--out", str(e / "x.wav")],
+         "no tts.json", setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir())),
 ]
 
 

@@ -74,6 +74,10 @@ from speechlab.ssl.wav2vec2.finetune import FinetuneTaskConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.model import CtcConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.reproduce import LocalAttentionConfig  # noqa: E402
+from speechlab.tts.corpus import TtsCorpusConfig  # noqa: E402
+from speechlab.tts.model import AcousticModelConfig  # noqa: E402
+from speechlab.tts.reproduce import SaladConfig  # noqa: E402
+from speechlab.tts.task import TtsTaskConfig  # noqa: E402
 
 # Every config dataclass of the package; a new paper's configs join this list.
 CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, SearchConfig,
@@ -81,6 +85,7 @@ CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, Sear
            ImportConfig, CorpusConfig, ScoreConfig, ReproduceConfig,
            TopologiesConfig,
            Wav2Vec2Config, CtcConfig, PretrainTaskConfig, FinetuneTaskConfig, LocalAttentionConfig]
+CONFIGS += [TtsCorpusConfig, AcousticModelConfig, TtsTaskConfig, SaladConfig]  # SALAD paper
 
 
 def _numeric(tp) -> bool:

@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "speechlab.asr.rnnt.commands",
     "speechlab.asr.ctc.commands",
     "speechlab.ssl.wav2vec2.commands",
+    "speechlab.tts.commands",
     "speechlab.reproduce",
 )
 

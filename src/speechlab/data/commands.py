@@ -139,6 +139,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     add_config_args(lh, ImportConfig)
     lh.set_defaults(func=_run_import_lhotse, outputs={"out": "dir"})
 
+    from speechlab.tts.commands import add_data_commands
+
+    add_data_commands(sub)  # make-tts-corpus, import-tts
+
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")
     harvest.add_argument("--cache-dir", type=Path, default=None,

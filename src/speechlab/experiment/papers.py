@@ -31,10 +31,17 @@ def _local_attention() -> Reproduction:
     return LocalAttention()
 
 
+def _salad() -> Reproduction:
+    from speechlab.tts.reproduce import SaladReproduction
+
+    return SaladReproduction()
+
+
 PAPERS: dict[str, Callable[[], Reproduction]] = {
     "multisoftmax": _multisoftmax,
     "topologies": _topologies,
     "local-attention": _local_attention,
+    "salad": _salad,
 }
 
 

@@ -63,6 +63,12 @@ def _build_wav2vec2_ctc(config: Mapping[str, Any]) -> nn.Module:
     return build_ctc(from_dict(CtcConfig, dict(config)))
 
 
+def _build_tts(config: Mapping[str, Any]) -> nn.Module:
+    from speechlab.tts.model import AcousticModelConfig, build_from_config
+
+    return build_from_config(from_dict(AcousticModelConfig, dict(config)))
+
+
 def _build_toy(config: Mapping[str, Any]) -> nn.Module:
     from speechlab.testing.toy_task import ToyConfig, build_model
 
@@ -74,6 +80,7 @@ FAMILIES: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {
     "rnnt": _build_rnnt,
     "ctc": _build_ctc,
     "wav2vec2": _build_wav2vec2, "wav2vec2_ctc": _build_wav2vec2_ctc,
+    "tts": _build_tts,
     "toy": _build_toy,  # the trainer's and the experiment layer's test model
 }
 

@@ -77,6 +77,17 @@ def _embed_image(path: Path) -> str:
                     "speechlab.report.plots")
 
 
+def _embed_audio(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"{path}: sound listed in results.json is missing; re-run the "
+                        "experiment or remove it") from None
+    if not (data.startswith(b"RIFF") and data[8:12] == b"WAVE"):
+        raise DataError(f"{path}: not a WAV file")
+    return f"data:audio/wav;base64,{base64.b64encode(data).decode('ascii')}"
+
+
 def _table_html(table: Table, anchor: str) -> str:
     e = html.escape
     numeric = table.numeric_columns()
@@ -123,6 +134,11 @@ def _run_html(results: Results, run_dir: Path, anchor: str) -> tuple[str, list[t
     for i, fig in enumerate(results.figures, start=1):
         a = f"{anchor}-figure-{i}"
         toc.append((a, fig.caption or fig.path))
+        if fig.path.lower().endswith(".wav"):  # a sound to listen to, embedded like images
+            src = _embed_audio(run_dir / fig.path)
+            parts.append(f'<figure class="plot" id="{a}"><audio controls src="{src}"></audio>'
+                         f"<figcaption>{e(fig.caption)}</figcaption></figure>")
+            continue
         src = _embed_image(run_dir / fig.path)
         parts.append(f'<figure class="plot" id="{a}"><img src="{src}" alt="{e(fig.caption)}">'
                      f"<figcaption>{e(fig.caption)}</figcaption></figure>")

