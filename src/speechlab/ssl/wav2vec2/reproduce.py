@@ -78,6 +78,11 @@ class LocalAttentionConfig:
     beams: tuple[int, ...] = ranged((50, 1500), ge=1)
     lm_weights: tuple[float, ...] = ranged((0.3, 0.6, 1.0), ge=0)
     word_bonus: float = ranged(0.0)
+    # Pruning of the LM search (PrefixSearchConfig): labels below token_min_logp in a frame are
+    # not extended, prefixes more than beam_prune_logp below the best are dropped. Tighter
+    # pruning keeps beam 1500 affordable at the demo scale.
+    token_min_logp: float = ranged(-8.0, le=0)
+    beam_prune_logp: float = ranged(-20.0, le=0)
     dev_utterances: int = ranged(30, ge=1)
     seed: int = ranged(0, ge=0)
 
@@ -351,15 +356,16 @@ def decode_variant(cfg: LocalAttentionConfig, data: LocalAttentionData, name: st
         for s in splits}}
     lm = read_arpa(data.lm_path)
     tune = data.dev[: cfg.dev_utterances]
+    pruning = dict(word_bonus=cfg.word_bonus, token_min_logp=cfg.token_min_logp,
+                   beam_prune_logp=cfg.beam_prune_logp)
     best_w, best_err = cfg.lm_weights[0], math.inf
     for w in cfg.lm_weights:
-        dec = LmBeamDecoder(lm, data.tokenizer, cfg.beams[0], lm_weight=w,
-                            word_bonus=cfg.word_bonus)
+        dec = LmBeamDecoder(lm, data.tokenizer, cfg.beams[0], lm_weight=w, **pruning)
         err = wer([u.text for u in tune], [dec(lp) for lp in lps["dev"][: len(tune)]]).wer
         if err < best_err:
             best_w, best_err = w, err
     for beam in cfg.beams:
-        dec = LmBeamDecoder(lm, data.tokenizer, beam, lm_weight=best_w, word_bonus=cfg.word_bonus)
+        dec = LmBeamDecoder(lm, data.tokenizer, beam, lm_weight=best_w, **pruning)
         hyps[str(beam)] = {s: {u.id: dec(lp) for u, lp in zip(splits[s], lps[s])} for s in splits}
     return VariantDecoding(blocks, hyps, best_w, time.process_time() - start)
 
