@@ -97,3 +97,31 @@ def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
     before = ckpt.stat().st_mtime_ns
     assert main(argv) == 0
     assert ckpt.stat().st_mtime_ns == before
+
+
+def test_reproduce_local_attention_runs_with_the_fbank_front_end(tmp_path):
+    from speechlab.cli import main
+    from speechlab.experiment.trained import load_trained
+    from speechlab.report import Results
+    from speechlab.testing.corpus import tiny_corpus
+
+    corpus = tiny_corpus(tmp_path)
+    out = tmp_path / "run"
+    argv = ["reproduce", "local-attention", "--scale", "ci", "--corpus", str(corpus), "--out",
+            str(out), "--jobs", "1", "--set", "front_end=fbank", "beam_prune_logp=-10",
+            "token_min_logp=-5"]
+    assert main(argv) == 0
+    assert load_trained(out / "models" / "L_B2-5").encoder.config.front_end == "fbank"
+    # the fine-tunes share the fbank frames: 160 channels at 20 ms
+    assert torch.load(out / "features" / "conv.pt")["train"][0].shape[1] == 160
+    assert "log-mel fbank front end" in Results.load(out).notes
+
+
+@pytest.mark.parametrize("change", [{"front_end": "mfcc"}, {"beam_prune_logp": 1.0},
+                                    {"token_min_logp": 0.5}])
+def test_local_attention_config_refuses_bad_front_end_and_pruning(change):
+    from speechlab.errors import ConfigError
+    from speechlab.ssl.wav2vec2.reproduce import LocalAttentionConfig
+
+    with pytest.raises(ConfigError):
+        LocalAttentionConfig(**change)

@@ -33,7 +33,9 @@ class Wav2Vec2Config:
     Quantizer: ``codebook_groups`` x ``codebook_entries`` code vectors making a
     ``codevector_dim`` vector, projected with the context to ``final_dim`` for the contrastive
     loss. ``local_blocks``: the blocks made local (LMSAB) with ``radius``; ``local_chunk`` the
-    query block of the banded computation.
+    query block of the banded computation. ``front_end``: ``conv`` (the paper's learned
+    encoder) or ``fbank`` (a demo-only parameter-free log-mel front end at the same 20 ms
+    frames, :class:`~.feature_encoder.FbankEncoder`; the conv fields are then unused).
     """
 
     conv_channels: tuple[int, ...] = ranged((512,) * 7, ge=1)
@@ -41,6 +43,7 @@ class Wav2Vec2Config:
     conv_strides: tuple[int, ...] = ranged((5, 2, 2, 2, 2, 2, 2), ge=1)
     conv_bias: bool = False
     feature_norm: Literal["group", "layer"] = "group"
+    front_end: Literal["conv", "fbank"] = "conv"
     dim: int = ranged(768, ge=1)
     layers: int = ranged(12, ge=1)
     heads: int = ranged(12, ge=1)
@@ -82,8 +85,15 @@ class Wav2Vec2Config:
         check_blocks(self.local_blocks, self.layers)
 
     @property
+    def feature_dim(self) -> int:
+        """Channels of the front end's frames (C): the last conv layer's, or 160 (fbank)."""
+        return 160 if self.front_end == "fbank" else self.conv_channels[-1]
+
+    @property
     def receptive_field(self) -> int:
         """Samples the first output frame sees (400 for Base: 25 ms at 16 kHz)."""
+        if self.front_end == "fbank":
+            return 560
         field, hop = 1, 1
         for k, s in zip(self.conv_kernels, self.conv_strides):
             field += (k - 1) * hop
@@ -93,6 +103,8 @@ class Wav2Vec2Config:
     @property
     def hop(self) -> int:
         """Samples between output frames (320 for Base: 20 ms at 16 kHz)."""
+        if self.front_end == "fbank":
+            return 320
         out = 1
         for s in self.conv_strides:
             out *= s

@@ -5,6 +5,9 @@ Each layer is a 1-D convolution, a normalisation and GELU. ``group`` normalisati
 normalises each channel of the first layer over time, per utterance; ``layer`` normalisation
 (Large) normalises the channels of every frame of every layer.
 
+:class:`FbankEncoder` is a demo-only alternative (``front_end: fbank``): parameter-free
+log-mel filter banks, normalised per utterance and stacked in pairs to the same 20 ms frames.
+
 Shapes: B batch, S samples, T frames, C channels.
 """
 
@@ -87,3 +90,52 @@ class FeatureEncoder(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x.transpose(1, 2), self.output_lengths(wav_lens)
+
+
+class FbankEncoder(nn.Module):
+    """80 log-mel filter banks (25 ms window, 10 ms hop, Kaldi's), each bin normalised over the
+    utterance's frames (as Base's group norm normalises its first layer's channels), and pairs
+    of frames stacked: (B, S), (B,) -> (B, T, 160), (B,) at the conv encoder's 20 ms frames.
+
+    Not the paper's front end: it has no parameters, so it is frozen by construction. At the
+    demo's size and budget the learned conv encoder, frozen after a short pre-training, gave the
+    fine-tuned models features they could not learn from (docs/local-attention.md).
+    """
+
+    mel_bins = 80
+    stack = 2
+    window, shift = 400, 160  # samples at 16 kHz
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.receptive_field = self.window + (self.stack - 1) * self.shift
+        self.dim = self.mel_bins * self.stack
+
+    def output_lengths(self, wav_lens: Tensor) -> Tensor:
+        frames = torch.div(torch.as_tensor(wav_lens) - self.window, self.shift,
+                           rounding_mode="floor") + 1
+        return torch.div(frames.clamp(min=0), self.stack, rounding_mode="floor")
+
+    def _one(self, wav: Tensor, frames: int) -> Tensor:
+        from speechlab.audio.features import FbankConfig, fbank
+
+        cfg = FbankConfig(num_mel_bins=self.mel_bins, snip_edges=True)
+        f = torch.from_numpy(fbank(wav.detach().cpu().numpy(), cfg))
+        f = (f - f.mean(0)) / (f.std(0, unbiased=False) + 1e-5)
+        return f[: frames * self.stack].reshape(frames, self.dim)
+
+    def forward(self, wav: Tensor, wav_lens: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if wav.dim() != 2:
+            raise DataError(f"the feature encoder takes (batch, samples) audio, got shape "
+                            f"{tuple(wav.shape)}")
+        if wav_lens is None:
+            wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long)
+        short = int(wav_lens.min()) if wav_lens.numel() else 0
+        if short < self.receptive_field:
+            raise DataError(f"audio of {short} samples is shorter than the fbank front end's "
+                            f"receptive field ({self.receptive_field} samples): give longer audio")
+        lens = self.output_lengths(wav_lens)
+        out = wav.new_zeros(wav.shape[0], int(lens.max()), self.dim)
+        for b in range(wav.shape[0]):
+            out[b, : int(lens[b])] = self._one(wav[b, : int(wav_lens[b])], int(lens[b]))
+        return out, lens

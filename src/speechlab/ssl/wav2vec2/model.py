@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from speechlab.config import check_fields, ranged
 from speechlab.nn import lengths_to_mask
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
-from speechlab.ssl.wav2vec2.feature_encoder import FeatureEncoder
+from speechlab.ssl.wav2vec2.feature_encoder import FbankEncoder, FeatureEncoder
 from speechlab.ssl.wav2vec2.quantizer import GumbelQuantizer
 from speechlab.ssl.wav2vec2.transformer import AttentionSink, Block, PositionalConv, Transformer
 
@@ -43,14 +43,14 @@ class Wav2Vec2(nn.Module):
     """The pre-training model. ``forward(wav, wav_lens, mask, tau)`` -> :class:`PretrainOutput`;
     :meth:`encode` is the context network alone (fine-tuning, inspection)."""
 
-    def __init__(self, config: Wav2Vec2Config, *, feature_encoder: FeatureEncoder,
+    def __init__(self, config: Wav2Vec2Config, *, feature_encoder: FeatureEncoder | FbankEncoder,
                  transformer: Transformer, quantizer: GumbelQuantizer) -> None:
         super().__init__()
         c = config
         self.config = c
         self.feature_encoder = feature_encoder
-        self.feature_norm = nn.LayerNorm(c.conv_channels[-1], eps=c.layer_norm_eps)
-        self.projection = nn.Linear(c.conv_channels[-1], c.dim)
+        self.feature_norm = nn.LayerNorm(c.feature_dim, eps=c.layer_norm_eps)
+        self.projection = nn.Linear(c.feature_dim, c.dim)
         self.mask_embedding = nn.Parameter(torch.empty(c.dim).uniform_())
         self.transformer = transformer
         self.quantizer = quantizer
@@ -98,12 +98,13 @@ def build_parts(config: Wav2Vec2Config) -> dict[str, nn.Module]:
                     activation_dropout=c.activation_dropout)
               for i in range(1, c.layers + 1)]
     return {
-        "feature_encoder": FeatureEncoder(c.conv_channels, c.conv_kernels, c.conv_strides,
-                                          norm=c.feature_norm, bias=c.conv_bias),
+        "feature_encoder": FbankEncoder() if c.front_end == "fbank" else
+        FeatureEncoder(c.conv_channels, c.conv_kernels, c.conv_strides, norm=c.feature_norm,
+                       bias=c.conv_bias),
         "transformer": Transformer(PositionalConv(c.dim, c.pos_conv_kernel, c.pos_conv_groups),
                                    blocks, dim=c.dim, eps=c.layer_norm_eps,
                                    layer_norm_first=c.layer_norm_first, dropout=c.dropout),
-        "quantizer": GumbelQuantizer(c.conv_channels[-1], c.codebook_groups, c.codebook_entries,
+        "quantizer": GumbelQuantizer(c.feature_dim, c.codebook_groups, c.codebook_entries,
                                      c.codevector_dim),
     }
 

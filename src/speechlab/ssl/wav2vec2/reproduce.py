@@ -59,6 +59,9 @@ class LocalAttentionConfig:
     corpus: CorpusConfig = field(default_factory=_corpus_default)
     # A preset of speechlab.ssl.wav2vec2.config.PRESETS (the paper's: base).
     model: str = "base"
+    # The preset's front end: conv (the paper's learned feature encoder, frozen in fine-tuning)
+    # or fbank (demo only: parameter-free log-mel frames; see docs/local-attention.md).
+    front_end: str = "conv"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
     radius: int = ranged(30, ge=1)
     variants: dict[str, str] = field(default_factory=_variants_default)
@@ -75,6 +78,11 @@ class LocalAttentionConfig:
     beams: tuple[int, ...] = ranged((50, 1500), ge=1)
     lm_weights: tuple[float, ...] = ranged((0.3, 0.6, 1.0), ge=0)
     word_bonus: float = ranged(0.0)
+    # Pruning of the LM search (PrefixSearchConfig): labels below token_min_logp in a frame are
+    # not extended, prefixes more than beam_prune_logp below the best are dropped. Tighter
+    # pruning keeps beam 1500 affordable at the demo scale.
+    token_min_logp: float = ranged(-8.0, le=0)
+    beam_prune_logp: float = ranged(-20.0, le=0)
     dev_utterances: int = ranged(30, ge=1)
     seed: int = ranged(0, ge=0)
 
@@ -82,9 +90,16 @@ class LocalAttentionConfig:
         check_fields(self)
         if not self.variants:
             raise ConfigError("variants: give at least one model (e.g. Orig: '')")
+        if self.front_end not in ("conv", "fbank"):
+            raise ConfigError(f"front_end: {self.front_end!r} is not conv or fbank")
         layers = preset(self.model).layers
         for name, spec in self.variants.items():
             variant_blocks(spec, layers, None, name=name)
+
+
+def model_config(cfg: LocalAttentionConfig):
+    """The pre-training model's sizes: the preset with the recipe's front end and radius."""
+    return preset(cfg.model, radius=cfg.radius, front_end=cfg.front_end)
 
 
 def variant_blocks(spec: str, layers: int, diagnosed: dict[str, tuple[int, ...]] | None, *,
@@ -154,7 +169,7 @@ def prepare_data(cfg: LocalAttentionConfig, out: Path, corpus_dir: Path | None, 
     texts = {s: [normalize_text(c.supervisions[0].text or "", "en") for c in cuts[s]]
              for s in SPLITS}
     tokenizer = GraphemeTokenizer.build([t for t in texts["train"] if t.strip()], "en")
-    field_ = preset(cfg.model).receptive_field
+    field_ = model_config(cfg).receptive_field
     utts: dict[str, list[Utt]] = {}
     skipped: dict[str, int] = {}
     for split in SPLITS:
@@ -254,7 +269,7 @@ def train_pretrained(cfg: LocalAttentionConfig, data: LocalAttentionData, run_di
     from speechlab.ssl.wav2vec2.pretrain import PretrainTask
     from speechlab.train import Trainer, distributed
 
-    mcfg = preset(cfg.model, radius=cfg.radius)
+    mcfg = model_config(cfg)
     torch.manual_seed(cfg.seed)
     model = build_from_config(mcfg)
     dist = distributed.current()
@@ -277,7 +292,7 @@ def train_variant(cfg: LocalAttentionConfig, data: LocalAttentionData, name: str
     diagnosed = diagnosed_blocks(diagnose_pretrained(cfg, data, out)) \
         if spec.startswith(DIAGNOSED) else None
     blocks = variant_blocks(spec, layers, diagnosed, name=name)
-    ccfg = CtcConfig(preset(cfg.model).localized(blocks, cfg.radius), len(data.tokenizer))
+    ccfg = CtcConfig(model_config(cfg).localized(blocks), len(data.tokenizer))
     torch.manual_seed(cfg.seed)
     model = build_ctc(ccfg)
     source = best_or_latest(out / "models" / PRETRAINED)
@@ -341,15 +356,16 @@ def decode_variant(cfg: LocalAttentionConfig, data: LocalAttentionData, name: st
         for s in splits}}
     lm = read_arpa(data.lm_path)
     tune = data.dev[: cfg.dev_utterances]
+    pruning = dict(word_bonus=cfg.word_bonus, token_min_logp=cfg.token_min_logp,
+                   beam_prune_logp=cfg.beam_prune_logp)
     best_w, best_err = cfg.lm_weights[0], math.inf
     for w in cfg.lm_weights:
-        dec = LmBeamDecoder(lm, data.tokenizer, cfg.beams[0], lm_weight=w,
-                            word_bonus=cfg.word_bonus)
+        dec = LmBeamDecoder(lm, data.tokenizer, cfg.beams[0], lm_weight=w, **pruning)
         err = wer([u.text for u in tune], [dec(lp) for lp in lps["dev"][: len(tune)]]).wer
         if err < best_err:
             best_w, best_err = w, err
     for beam in cfg.beams:
-        dec = LmBeamDecoder(lm, data.tokenizer, beam, lm_weight=best_w, word_bonus=cfg.word_bonus)
+        dec = LmBeamDecoder(lm, data.tokenizer, beam, lm_weight=best_w, **pruning)
         hyps[str(beam)] = {s: {u.id: dec(lp) for u, lp in zip(splits[s], lps[s])} for s in splits}
     return VariantDecoding(blocks, hyps, best_w, time.process_time() - start)
 
@@ -446,8 +462,10 @@ def local_attention_results(cfg: LocalAttentionConfig, data: LocalAttentionData,
                                  "update, minutes."))
     lm_w = {n: d.lm_weight for n, d in decoded.items() if isinstance(d, VariantDecoding)}
     suggested = format_blocks(diag.suggested) if diag is not None and diag.suggested else "none"
-    notes = (f"Scale `{scale}`: preset `{cfg.model}` ({preset(cfg.model).layers} blocks), "
-             f"radius {cfg.radius}, {cfg.pretrain.max_steps} pre-training and "
+    front = ("the paper's conv feature encoder" if cfg.front_end == "conv" else
+             "a log-mel fbank front end instead of the paper's conv feature encoder")
+    notes = (f"Scale `{scale}`: preset `{cfg.model}` ({preset(cfg.model).layers} blocks) with "
+             f"{front}, radius {cfg.radius}, {cfg.pretrain.max_steps} pre-training and "
              f"{cfg.finetune.max_steps} fine-tuning updates per model; English of the embedded "
              f"corpus: {len(data.train)} train, {len(data.dev)} dev, {len(data.test)} test "
              f"utterances; {cfg.lm_order}-gram LM; LM weights chosen: {lm_w}. The diagnosis "
