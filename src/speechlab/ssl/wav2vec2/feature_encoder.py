@@ -20,6 +20,23 @@ from torch import Tensor, nn
 from speechlab.errors import DataError
 
 
+
+def _checked_lengths(wav: Tensor, wav_lens: Tensor | None, receptive_field: int,
+                     what: str) -> Tensor:
+    """``wav_lens`` (all samples if None) after checking that ``wav`` is (B, samples) and that
+    no utterance is shorter than the front end's receptive field."""
+    if wav.dim() != 2:
+        raise DataError(f"the feature encoder takes (batch, samples) audio, got shape "
+                        f"{tuple(wav.shape)}")
+    if wav_lens is None:
+        wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long)
+    short = int(wav_lens.min()) if wav_lens.numel() else 0
+    if short < receptive_field:
+        raise DataError(f"audio of {short} samples is shorter than the {what}'s receptive field "
+                        f"({receptive_field} samples, {receptive_field / 16:.0f} ms at 16 kHz): "
+                        "give longer audio")
+    return wav_lens
+
 class _ChannelLayerNorm(nn.LayerNorm):
     """LayerNorm over the channels of (B, C, T)."""
 
@@ -76,16 +93,7 @@ class FeatureEncoder(nn.Module):
         return out.clamp(min=0)
 
     def forward(self, wav: Tensor, wav_lens: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if wav.dim() != 2:
-            raise DataError(f"the feature encoder takes (batch, samples) audio, got shape "
-                            f"{tuple(wav.shape)}")
-        if wav_lens is None:
-            wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long)
-        short = int(wav_lens.min()) if wav_lens.numel() else 0
-        if short < self.receptive_field:
-            raise DataError(f"audio of {short} samples is shorter than the feature encoder's "
-                            f"receptive field ({self.receptive_field} samples, "
-                            f"{self.receptive_field / 16:.0f} ms at 16 kHz): give longer audio")
+        wav_lens = _checked_lengths(wav, wav_lens, self.receptive_field, "feature encoder")
         x = wav[:, None, :]
         for layer in self.layers:
             x = layer(x)
@@ -125,15 +133,7 @@ class FbankEncoder(nn.Module):
         return f[: frames * self.stack].reshape(frames, self.dim)
 
     def forward(self, wav: Tensor, wav_lens: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if wav.dim() != 2:
-            raise DataError(f"the feature encoder takes (batch, samples) audio, got shape "
-                            f"{tuple(wav.shape)}")
-        if wav_lens is None:
-            wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long)
-        short = int(wav_lens.min()) if wav_lens.numel() else 0
-        if short < self.receptive_field:
-            raise DataError(f"audio of {short} samples is shorter than the fbank front end's "
-                            f"receptive field ({self.receptive_field} samples): give longer audio")
+        wav_lens = _checked_lengths(wav, wav_lens, self.receptive_field, "fbank front end")
         lens = self.output_lengths(wav_lens)
         out = wav.new_zeros(wav.shape[0], int(lens.max()), self.dim)
         for b in range(wav.shape[0]):
