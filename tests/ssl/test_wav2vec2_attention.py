@@ -94,3 +94,26 @@ def test_radius_below_one_is_refused(radius):
     q, k, v = _qkv(T=5)
     with pytest.raises(ConfigError, match="radius must be an integer >= 1"):
         local_attention(q, k, v, radius)
+
+
+def test_gradients_with_padding_and_more_heads_than_a_group_match_finite_differences():
+    # 6 heads: the recomputing backward walks them in groups; padded keys in one row (few
+    # enough that every query has a real key in reach: a query with none has meaningless
+    # weights, which finite differences at the dtype's minimum cannot follow).
+    q, k, v = _qkv(B=2, H=6, T=19, D=3, seed=4)
+    pad = torch.zeros(2, 19, dtype=torch.bool)
+    pad[1, 17:] = True
+    assert torch.autograd.gradcheck(lambda a, b, c: local_attention(a, b, c, 3, pad, chunk=5), (q, k, v))
+
+
+def test_dropout_gradients_match_finite_differences_for_a_fixed_mask():
+    q, k, v = _qkv(B=1, H=5, T=17, D=3, seed=5)
+
+    def fn(a, b, c):
+        torch.manual_seed(11)  # the same keep-mask on every call
+        return local_attention(a, b, c, 2, chunk=4, dropout=0.3)
+
+    out = fn(q, k, v)
+    # some weights were dropped: the output differs from the dropout-free one
+    assert not torch.allclose(out, local_attention(q, k, v, 2, chunk=4))
+    assert torch.autograd.gradcheck(fn, (q, k, v))

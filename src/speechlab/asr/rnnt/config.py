@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal
 
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
@@ -43,6 +44,14 @@ class ModelDims:
     The encoder sees ``stack`` consecutive ``feature_dim`` frames (the current one and the
     previous ``stack - 1``), one stacked vector every ``stride`` frames (Section 5: 8 x 80 = 640
     dims, 30 ms shift).
+
+    ``encoder`` picks the encoder: ``"lstm"`` is the paper's (stacked frames + unidirectional
+    LSTM); ``"transformer"`` is a causal 4x Conv2d subsampling (``conv_channels``) + pre-norm
+    causal Transformer (``encoder_layers`` x ``encoder_dim``, ``heads``, ``ffn_dim``), not in
+    the paper, which learns several times more per CPU second (docs/multisoftmax.md).
+    ``stack`` / ``stride`` only apply to the LSTM encoder. ``lid_dim`` > 0 gives the LID head a
+    hidden ReLU layer of that size (the paper's MS LID has ~1.5M parameters more than MS,
+    Table 6); 0 keeps it one linear layer.
     """
 
     feature_dim: int = ranged(80, ge=1)
@@ -55,9 +64,16 @@ class ModelDims:
     predictor_dim: int = ranged(1024, ge=1)
     joint_dim: int = ranged(1024, ge=1)
     dropout: float = ranged(0.0, ge=0, lt=1)
+    encoder: Literal["lstm", "transformer"] = "lstm"
+    heads: int = ranged(4, ge=1)
+    ffn_dim: int = ranged(768, ge=1)
+    conv_channels: int = ranged(64, ge=1)
+    lid_dim: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.encoder not in ("lstm", "transformer"):
+            raise ConfigError(f"unknown encoder {self.encoder!r}; choose 'lstm' or 'transformer'")
 
     @property
     def input_dim(self) -> int:

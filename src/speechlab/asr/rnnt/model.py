@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.asr.rnnt.config import VARIANTS, ModelDims, RNNTConfig, VariantSpec
-from speechlab.asr.rnnt.encoder import EncoderState, LSTMEncoder
+from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, EncoderState, LSTMEncoder, PrefixState
 from speechlab.asr.rnnt.joiner import Joiner
 from speechlab.asr.rnnt.predictor import Predictor
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_preset
@@ -80,9 +80,9 @@ class RNNT(nn.Module):
     blank), ``routes`` maps each language to its parts.
     """
 
-    def __init__(self, encoder: LSTMEncoder, predictor: Predictor, joiner: Joiner, *,
+    def __init__(self, encoder: LSTMEncoder | ConvTransformerEncoder, predictor: Predictor, joiner: Joiner, *,
                  variant: str, languages: Sequence[str], vocab_sizes: Sequence[int],
-                 routes: dict[str, Route], lid_head: nn.Linear | None = None, blank: int = 0) -> None:
+                 routes: dict[str, Route], lid_head: nn.Module | None = None, blank: int = 0) -> None:
         super().__init__()
         self.encoder = encoder
         self.predictor = predictor
@@ -140,7 +140,7 @@ class RNNT(nn.Module):
         return F.one_hot(ids, len(self.languages)).to(device=device, dtype=dtype)
 
     # ---- encoder ---------------------------------------------------------------------------
-    def init_state(self, batch: int) -> EncoderState:
+    def init_state(self, batch: int) -> EncoderState | PrefixState:
         return self.encoder.init_state(batch)
 
     def encode(self, x: Tensor, x_lens: Tensor, language: Language = None) -> tuple[Tensor, Tensor]:
@@ -148,8 +148,8 @@ class RNNT(nn.Module):
         cond = self.language_onehot(self.language_ids(language, x.shape[0]), x.device)
         return self.encoder(x, x_lens, cond)
 
-    def streaming_encode(self, x: Tensor, x_lens: Tensor, state: EncoderState,
-                         language: Language = None) -> tuple[Tensor, Tensor, EncoderState]:
+    def streaming_encode(self, x: Tensor, x_lens: Tensor, state: EncoderState | PrefixState,
+                         language: Language = None) -> tuple[Tensor, Tensor, EncoderState | PrefixState]:
         """Next chunk: x (B,T,F), x_lens (B,) -> enc (B,T',D), enc_lens (B,), new state."""
         cond = self.language_onehot(self.language_ids(language, x.shape[0]), x.device)
         return self.encoder.streaming_forward(x, x_lens, state, cond)
@@ -228,6 +228,25 @@ def lid_ce_loss(lid_logits: Tensor, enc_lens: Tensor, language_ids: Tensor,
     raise ValueError(f"unknown LID loss reduction {reduction!r}: 'utterance' or 'frame'")
 
 
+def build_encoder(dims: ModelDims, cond_dim: int = 0) -> LSTMEncoder | ConvTransformerEncoder:
+    """The encoder ``dims.encoder`` names (see :class:`ModelDims`)."""
+    if dims.encoder == "transformer":
+        return ConvTransformerEncoder(dims.feature_dim, dims.encoder_dim, dims.encoder_layers,
+                                      dims.heads, dims.ffn_dim, dims.conv_channels,
+                                      cond_dim=cond_dim, dropout=dims.dropout)
+    return LSTMEncoder(dims.feature_dim, dims.stack, dims.stride, dims.encoder_dim,
+                       dims.encoder_layers, cond_dim=cond_dim, dropout=dims.dropout)
+
+
+def build_lid_head(dims: ModelDims, languages: int) -> nn.Module:
+    """Per-frame language classifier on the encoder output: linear, or with a hidden layer of
+    ``dims.lid_dim`` LID-only parameters."""
+    if dims.lid_dim == 0:
+        return nn.Linear(dims.encoder_dim, languages)
+    return nn.Sequential(nn.Linear(dims.encoder_dim, dims.lid_dim), nn.ReLU(),
+                         nn.Linear(dims.lid_dim, languages))
+
+
 def build_from_config(cfg: RNNTConfig) -> RNNT:
     """Build the model described by ``cfg`` (see :func:`build`)."""
     spec = VARIANTS.get(cfg.variant)
@@ -257,13 +276,12 @@ def build_from_config(cfg: RNNTConfig) -> RNNT:
         for i, lang in enumerate(languages)
     }
     cond_dim = L if spec.lang_onehot else 0
-    encoder = LSTMEncoder(dims.feature_dim, dims.stack, dims.stride, dims.encoder_dim,
-                          dims.encoder_layers, cond_dim=cond_dim, dropout=dims.dropout)
+    encoder = build_encoder(dims, cond_dim)
     predictor = Predictor(softmaxes, dims.embed_dim, dims.predictor_dim, dims.predictor_layers,
                           num_networks=L if spec.lang_predictor else 1, cond_dim=cond_dim,
                           dropout=dims.dropout)
     joiner = Joiner(dims.encoder_dim, dims.predictor_dim, dims.joint_dim, softmaxes)
-    lid_head = nn.Linear(dims.encoder_dim, L) if spec.lid_head else None
+    lid_head = build_lid_head(dims, L) if spec.lid_head else None
     model = RNNT(encoder, predictor, joiner, variant=cfg.variant, languages=languages,
                  vocab_sizes=sizes, routes=routes, lid_head=lid_head)
     model.config = cfg

@@ -19,12 +19,23 @@ PRESETS: dict[str, ModelDims] = {
     # The small reproduction scale: wider than demo, for runs of several CPU hours.
     "small": ModelDims(encoder_layers=4, encoder_dim=320, embed_dim=192, predictor_layers=2,
                        predictor_dim=256, joint_dim=320),
+    # Not the paper's encoder: causal Conv2d 4x subsampling + 6 causal Transformer layers
+    # (3.2M encoder parameters), the fastest learner per CPU second measured here
+    # (docs/multisoftmax.md); the prediction and joint networks as in "demo".
+    "fast": ModelDims(encoder="transformer", encoder_layers=6, encoder_dim=192, heads=4,
+                      ffn_dim=768, conv_channels=64, embed_dim=128, predictor_layers=1,
+                      predictor_dim=192, joint_dim=192, dropout=0.1, lid_dim=256),
     # End-to-end pipeline tests on real 80-dim fbank: seconds per model.
     "ci": ModelDims(encoder_layers=1, encoder_dim=32, embed_dim=16, predictor_layers=1,
                     predictor_dim=32, joint_dim=32),
     # For unit tests: every code path, in milliseconds.
     "tiny": ModelDims(feature_dim=8, stack=4, stride=3, encoder_layers=2, encoder_dim=12,
                       embed_dim=6, predictor_layers=1, predictor_dim=10, joint_dim=14),
+    # The transformer encoder's code paths in unit tests.
+    "tiny_transformer": ModelDims(feature_dim=8, encoder="transformer", encoder_layers=2,
+                                  encoder_dim=12, heads=2, ffn_dim=16, conv_channels=3,
+                                  embed_dim=6, predictor_layers=1, predictor_dim=10,
+                                  joint_dim=14, lid_dim=5),
 }
 
 # Table 1: graphemes + "B_"-prefixed graphemes + blank, per language.

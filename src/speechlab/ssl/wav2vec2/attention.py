@@ -6,7 +6,10 @@ that band, in blocks: the queries are cut into blocks of ``chunk`` frames and ea
 to the key slice ``[start - radius, end + radius)``, masked exactly to the band. Scores and
 weights take ``T x (chunk + 2 radius)`` memory per head instead of ``T x T``, and the work falls
 by the same factor. (A boolean band mask given to ``scaled_dot_product_attention`` still computes
-every pair: on CPU it was no faster than no mask.)
+every pair: on CPU it was no faster than no mask.) Training goes through a hand-written backward
+(:class:`_BandAttention`) that keeps only q, k, v and recomputes each group of heads' weights, so
+its peak memory stays near that of PyTorch's fused full attention; inference walks one head at a
+time.
 
 Padding: ``key_padding_mask`` (B, T) is True on padded keys. A padded key gets the most
 negative finite score rather than ``-inf``, as in the usual additive attention mask, so a
@@ -101,38 +104,122 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
     allowed = allowed | (beyond[:, :, None] & (c == a + radius)[None])
     bias = torch.zeros(nb, w, span, dtype=q.dtype, device=q.device)
     bias = bias.masked_fill(~allowed, -math.inf)
+    pad_bias = None
     if key_padding_mask is not None:
         padded = F.pad(key_padding_mask, (radius, after), value=True).unfold(1, span, w)
         pad_bias = torch.zeros(padded.shape, dtype=q.dtype, device=q.device)
         pad_bias = pad_bias.masked_fill(padded, torch.finfo(q.dtype).min)  # (B, nb, span)
+    geometry = _Band(radius, w, nb, span, after, bias, pad_bias)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        # Training: all heads in one batched matmul over the block slices. matmul copies the
-        # overlapping slices (2 x T x span x D per head), but its backward is a few large
-        # kernels; per-head loops made the backward 2-4x slower.
-        kw = F.pad(k, (0, 0, radius, after)).unfold(2, span, w)  # (B, H, nb, D, span)
-        vw = F.pad(v, (0, 0, radius, after)).unfold(2, span, w).transpose(-1, -2)
-        qb = F.pad(q, (0, 0, 0, nb * w - T)).reshape(B, H, nb, w, D) * (1.0 / math.sqrt(D))
-        full_bias = bias if key_padding_mask is None else bias + pad_bias[:, None, :, None, :]
-        weights = (qb @ kw + full_bias).softmax(-1)
-        if dropout > 0:
-            weights = F.dropout(weights, dropout)
-        return (weights @ vw).reshape(B, H, nb * w, D)[:, :, :T]
-    # Inference: one (batch, head) at a time, each head's keys and values padded on its own and
-    # its slices views of them (no copy), so besides the output only one head's padded keys,
+        # Training: a hand-written backward that recomputes the band's weights instead of
+        # keeping them, the key / value slices and the scores for every head (autograd through
+        # the batched matmuls kept about 2.2x the memory of PyTorch's fused full attention).
+        return _BandAttention.apply(q, k, v, geometry, dropout)
+    # Inference: one head at a time, so besides the output only one head's padded keys,
     # values and scores exist at once.
-    out = q.new_empty(B, H, nb, w, D)
+    return _band_forward(q, k, v, geometry, 1, dropout)[0]
+
+
+#: Heads computed together by the training path (forward and recomputing backward): larger
+#: groups make fewer, larger matmuls; smaller ones hold less at once (benchmarks/local_attention.py).
+TRAIN_HEAD_GROUP = 6
+
+
+class _Band:
+    """Geometry of the blocked band: ``nb`` query blocks of ``w`` frames, each seeing the key
+    slice of ``span`` frames of the keys padded by ``radius`` before and ``after`` after;
+    ``bias`` (nb, w, span) is 0 in the band and -inf outside, ``pad_bias`` (B, nb, span) the
+    key-padding bias per batch row or None."""
+
+    def __init__(self, radius: int, w: int, nb: int, span: int, after: int, bias: Tensor,
+                 pad_bias: Tensor | None) -> None:
+        self.radius, self.w, self.nb, self.span, self.after = radius, w, nb, span, after
+        self.bias, self.pad_bias = bias, pad_bias
+
+    def bias_of(self, b: int) -> Tensor:
+        return self.bias if self.pad_bias is None else self.bias + self.pad_bias[b, :, None, :]
+
+    def slices(self, x: Tensor) -> Tensor:
+        """x (G, T, D) -> the key slices of every block, a view (G, nb, span, D)."""
+        return F.pad(x, (0, 0, self.radius, self.after)).unfold(1, self.span, self.w).transpose(-1, -2)
+
+    def blocks(self, x: Tensor) -> Tensor:
+        """x (G, T, D) -> query blocks (G, nb, w, D), the last padded."""
+        G, T, D = x.shape
+        return F.pad(x, (0, 0, 0, self.nb * self.w - T)).view(G, self.nb, self.w, D)
+
+    def scatter(self, grads: Tensor, T: int) -> Tensor:
+        """Sum per-slice gradients (G, nb, span, D) back onto the T frames: (G, T, D)."""
+        G, _, _, D = grads.shape
+        index = (torch.arange(self.nb, device=grads.device)[:, None] * self.w
+                 + torch.arange(self.span, device=grads.device)).reshape(-1)
+        total = grads.new_zeros(G, T + self.radius + self.after, D)
+        total.index_add_(1, index, grads.reshape(G, -1, D))
+        return total[:, self.radius : self.radius + T]
+
+
+def _band_forward(q: Tensor, k: Tensor, v: Tensor, band: _Band, group: int,
+                  dropout: float) -> tuple[Tensor, Tensor | None]:
+    """The band's attention output (B, H, T, D), ``group`` heads at a time, and the dropout
+    keep-mask (B, H, nb, w, span) when ``dropout`` > 0."""
+    B, H, T, D = q.shape
+    out = q.new_empty(B, H, band.nb, band.w, D)
+    keep = (torch.empty(B, H, band.nb, band.w, band.span, dtype=torch.bool, device=q.device)
+            if dropout > 0 else None)
     scale = 1.0 / math.sqrt(D)
-    for b in range(B):
-        bias_b = bias if key_padding_mask is None else bias + pad_bias[b, :, None, :]
-        for h in range(H):
-            kw = F.pad(k[b, h], (0, 0, radius, after)).unfold(0, span, w)  # (nb, D, span)
-            vw = F.pad(v[b, h], (0, 0, radius, after)).unfold(0, span, w).transpose(1, 2)
-            qh = F.pad(q[b, h], (0, 0, 0, nb * w - T)).view(nb, w, D)
-            weights = torch.baddbmm(bias_b, qh, kw, alpha=scale).softmax(-1)  # (nb, w, span)
-            if dropout > 0:
-                weights = F.dropout(weights, dropout)
-            torch.bmm(weights, vw, out=out[b, h])
-    return out.reshape(B, H, nb * w, D)[:, :, :T]
+    with torch.no_grad():
+        for b in range(B):
+            bias_b = band.bias_of(b)
+            for h in range(0, H, group):
+                g = slice(h, min(h + group, H))
+                weights = (band.blocks(q[b, g]) @ band.slices(k[b, g]).transpose(-1, -2) * scale
+                           + bias_b).softmax(-1)  # (G, nb, w, span)
+                if keep is not None:
+                    keep[b, g] = torch.rand_like(weights) >= dropout
+                    weights = weights * keep[b, g] / (1.0 - dropout)
+                torch.matmul(weights, band.slices(v[b, g]), out=out[b, g])
+    return out.reshape(B, H, band.nb * band.w, D)[:, :, :T], keep
+
+
+class _BandAttention(torch.autograd.Function):
+    """Local attention whose backward recomputes the weights of ``TRAIN_HEAD_GROUP`` heads at a
+    time; it saves only q, k, v (held by the caller anyway), and the dropout keep-mask."""
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, band: _Band, dropout: float) -> Tensor:
+        out, keep = _band_forward(q, k, v, band, TRAIN_HEAD_GROUP, dropout)
+        ctx.band, ctx.dropout = band, dropout
+        ctx.save_for_backward(q, k, v, keep)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        q, k, v, keep = ctx.saved_tensors
+        band, dropout = ctx.band, ctx.dropout
+        B, H, T, D = q.shape
+        scale = 1.0 / math.sqrt(D)
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        for b in range(B):
+            bias_b = band.bias_of(b)
+            for h in range(0, H, TRAIN_HEAD_GROUP):
+                g = slice(h, min(h + TRAIN_HEAD_GROUP, H))
+                qb, kw, vw = band.blocks(q[b, g]), band.slices(k[b, g]), band.slices(v[b, g])
+                go = band.blocks(grad_out[b, g])
+                weights = (qb @ kw.transpose(-1, -2) * scale + bias_b).softmax(-1)
+                dweights = go @ vw.transpose(-1, -2)  # d loss / d (dropped) weights
+                if keep is not None:
+                    kept = keep[b, g] / (1.0 - dropout)
+                    dv[b, g] = band.scatter((weights * kept).transpose(-1, -2) @ go, T)
+                    dweights = dweights * kept
+                else:
+                    dv[b, g] = band.scatter(weights.transpose(-1, -2) @ go, T)
+                # softmax backward: dS = P * (dP - sum_j P dP)
+                dscores = weights * (dweights - (weights * dweights).sum(-1, keepdim=True))
+                dscores = dscores * scale
+                G = dscores.shape[0]
+                dq[b, g] = (dscores @ kw).reshape(G, band.nb * band.w, D)[:, :T]
+                dk[b, g] = band.scatter(dscores.transpose(-1, -2) @ qb, T)
+        return dq, dk, dv, None, None
 
 
 class SelfAttention(nn.Module):

@@ -1,0 +1,141 @@
+"""The causal conv + Transformer encoder option: causality, padding, exact streaming, and the
+multi-softmax model built on it (search, LID-free decoding)."""
+
+import random
+
+import pytest
+import torch
+
+from speechlab.asr.rnnt import DecodeConfig, SearchConfig, StreamingDecoder, build, decode, decode_lid_free
+from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
+from speechlab.asr.rnnt.presets import PRESETS
+from speechlab.errors import ConfigError, DataError
+
+VOCAB = {"en": 7, "hi": 5, "ta": 6}
+
+
+def encoder(cond_dim=0, seed=0):
+    torch.manual_seed(seed)
+    return ConvTransformerEncoder(8, 12, 2, 2, 16, 3, cond_dim=cond_dim).eval()
+
+
+def test_output_lengths_are_a_quarter_rounded_up():
+    enc = encoder()
+    for T in (1, 2, 3, 4, 5, 8, 9, 47):
+        y, y_lens = enc(torch.randn(1, T, 8), torch.tensor([T]))
+        assert y.shape[1] == int(y_lens[0]) == -(-T // 4)
+
+
+def test_frame_t_never_sees_input_after_frame_4t():
+    enc = encoder()
+    x = torch.randn(1, 40, 8)
+    y, _ = enc(x, torch.tensor([40]))
+    for t in (0, 3, 6):
+        future = x.clone()
+        future[:, 4 * t + 1 :] = torch.randn(1, 40 - 4 * t - 1, 8)
+        y2, _ = enc(future, torch.tensor([40]))
+        assert torch.allclose(y[0, : t + 1], y2[0, : t + 1], atol=1e-5)
+        assert not torch.allclose(y[0, t + 1 :], y2[0, t + 1 :], atol=1e-3)
+
+
+def test_padding_changes_nothing_and_padded_frames_are_zero():
+    enc = encoder()
+    x = torch.randn(3, 37, 8)
+    lens = torch.tensor([37, 20, 5])
+    y, y_lens = enc(x, lens)
+    for b in range(3):
+        alone, _ = enc(x[b : b + 1, : lens[b]], lens[b : b + 1])
+        assert torch.allclose(y[b, : y_lens[b]], alone[0], atol=1e-5)
+        assert bool((y[b, y_lens[b] :] == 0).all())
+
+
+def test_streaming_equals_whole_input_for_any_chunking():
+    enc = encoder(cond_dim=3)
+    x = torch.randn(2, 61, 8)
+    lens = torch.tensor([61, 33])
+    cond = torch.eye(3)[[0, 2]]
+    full, full_lens = enc(x, lens, cond)
+    rng = random.Random(3)
+    for _trial in range(4):
+        state = enc.init_state(2)
+        got = [[], []]
+        pos = 0
+        while pos < 61:
+            n = rng.randint(1, 11)
+            chunk = x[:, pos : pos + n]
+            chunk_lens = (lens - pos).clamp(0, chunk.shape[1])
+            y, y_lens, state = enc.streaming_forward(chunk, chunk_lens, state, cond)
+            for b in range(2):
+                got[b].append(y[b, : y_lens[b]])
+            pos += n
+        for b in range(2):
+            assert torch.allclose(torch.cat(got[b]), full[b, : full_lens[b]], atol=1e-5)
+
+
+def test_bad_inputs_are_named():
+    enc = encoder(cond_dim=3)
+    with pytest.raises(DataError, match=r"\(B, T, 8\)"):
+        enc(torch.randn(1, 10, 7), torch.tensor([10]), torch.eye(3)[:1])
+    with pytest.raises(DataError, match="do not fit"):
+        enc(torch.randn(1, 10, 8), torch.tensor([11]), torch.eye(3)[:1])
+    with pytest.raises(DataError, match="language one-hot"):
+        enc(torch.randn(1, 10, 8), torch.tensor([10]))
+    with pytest.raises(ConfigError, match="heads"):
+        ConvTransformerEncoder(8, 12, 1, 5, 16, 3)
+
+
+def test_fast_preset_sizes():
+    model = build("multisoftmax_lid", {"en": 55, "hi": 117, "ta": 71, "gu": 95}, "fast")
+    assert isinstance(model.encoder, ConvTransformerEncoder)
+    n_enc = sum(p.numel() for p in model.encoder.parameters())
+    assert 2.5e6 < n_enc < 3.5e6
+    n_lid = sum(p.numel() for p in model.lid_head.parameters())
+    assert n_lid == PRESETS["fast"].encoder_dim * 256 + 256 + 256 * 4 + 4
+
+
+def sharp(variant):
+    torch.manual_seed(0)
+    model = build(variant, {"en": 7} if variant == "mono" else VOCAB, "tiny_transformer").eval()
+    with torch.no_grad():
+        model.joiner.enc_proj.weight.mul_(4.0)
+        for out in model.joiner.outputs:
+            out.weight.mul_(4.0)
+            out.bias[0] -= 1.5
+    return model
+
+
+@pytest.mark.parametrize("variant,lang", [("mono", None), ("onehot", "hi"), ("multisoftmax_lid", "en")])
+def test_streaming_decoder_equals_whole_utterance(variant, lang):
+    model = sharp(variant)
+    cfg = SearchConfig("beam", 3, 2)
+    x = torch.randn(1, 53, 8, generator=torch.Generator().manual_seed(1))
+    (full,) = decode(model, x, torch.tensor([53]), lang, cfg)
+    assert len(full.tokens) > 0
+    dec = StreamingDecoder(model, lang, cfg)
+    for a in range(0, 53, 6):
+        dec.accept(x[0, a : a + 6])
+    assert dec.result().tokens == full.tokens
+    assert dec.result().score == pytest.approx(full.score, abs=1e-4)
+
+
+def test_lid_free_decoding_streams_exactly():
+    model = sharp("multisoftmax_lid")
+    x = torch.randn(45, 8, generator=torch.Generator().manual_seed(2))
+    whole = decode_lid_free(model, x, DecodeConfig(search=SearchConfig("beam", 2, 2)))
+    chunked = decode_lid_free(model, x, DecodeConfig(search=SearchConfig("beam", 2, 2), chunk_frames=7))
+    assert chunked.hypotheses == whole.hypotheses
+    assert chunked.lid_posteriors == pytest.approx(whole.lid_posteriors, abs=1e-6)
+    assert whole.num_frames == 12
+
+
+def test_transformer_model_trains_through_the_loss():
+    from speechlab.asr.rnnt.loss import rnnt_loss
+
+    model = build("multisoftmax", VOCAB, "tiny_transformer")
+    x = torch.randn(2, 30, 8)
+    out = model(x, torch.tensor([30, 22]), torch.tensor([[1, 2, 3], [4, 0, 0]]), torch.tensor([3, 1]), "en")
+    loss = rnnt_loss(out.logits, torch.tensor([[1, 2, 3], [4, 0, 0]]), out.enc_lens, torch.tensor([3, 1])).mean()
+    loss.backward()
+    grads = [p.grad for p in model.encoder.parameters()]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+    assert any(float(g.abs().sum()) > 0 for g in grads)
