@@ -75,6 +75,39 @@ def test_lid_posteriors_are_frame_averages_of_the_lid_head():
     assert res.language == model.languages[int(post.argmax())]
 
 
+class PlantedLid(torch.nn.Module):
+    """A LID head whose logits on frame t are row t of ``logp`` (whole utterances only)."""
+
+    def __init__(self, logp):
+        super().__init__()
+        self.logp = logp
+
+    def forward(self, enc):
+        return self.logp[: enc.shape[-2]]
+
+
+def test_summed_log_posteriors_can_pick_otherwise_than_averaged_posteriors():
+    model = lid_model()
+    x = feats()
+    with torch.no_grad():
+        enc, _ = model.encode(x[None], torch.tensor([x.shape[0]]))
+        T = enc.shape[1]
+        # Planted per-frame LID: "hi" is ahead on every frame but the first, on which it is all
+        # but impossible; "ta" is never likely. The average forgives one frame, the log-sum not.
+        logp = torch.full((T, 3), -30.0)
+        logp[:, 0], logp[:, 1] = -0.9, -0.52
+        logp[0] = torch.tensor([0.0, -30.0, -30.0])
+        logp = torch.log_softmax(logp, -1)
+    model.lid_head = PlantedLid(logp)
+    post = decode_lid_free(model, x, DecodeConfig(search=SEARCH))
+    log = decode_lid_free(model, x, DecodeConfig(search=SEARCH, lid_average="log"))
+    assert post.lid_log_scores == pytest.approx(log.lid_log_scores)
+    assert log.lid_log_scores["hi"] == pytest.approx(float(logp[:, 1].double().sum()), rel=1e-5)
+    mean = logp.double().exp().mean(0)
+    assert post.language == model.languages[int(mean.argmax())] == "hi"
+    assert log.language == "en"
+
+
 def test_early_stopping_switches_decoders_off_like_active_frames():
     model = lid_model([0.0, -0.5, 1.0])
     x = feats()

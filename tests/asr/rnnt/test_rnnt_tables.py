@@ -24,22 +24,26 @@ TEST = [U("en1", "en", "the cat"), U("en2", "en", "a dog"),
         U("hi1", "hi", "नमस्ते दुनिया"), U("hi2", "hi", "एक दो")]
 
 
-def _run(hyps, picked, t_avg=2.0, cpu=1.0):
+def _run(hyps, picked, t_avg=2.0, cpu=1.0, picked_log=None):
     s = score(TEST, hyps, cpu)
-    return LidFreeRun(s, s, picked, {u.id: u.language for u in TEST}, t_avg, cpu, 4.0)
+    return LidFreeRun(s, s, picked, {u.id: u.language for u in TEST}, t_avg, cpu, 4.0,
+                      picked if picked_log is None else picked_log)
 
 
 def test_table5_counts_script_matches_and_head_choices():
     # Vanilla writes en2 in Devanagari (wrong script) and nothing for hi2 (no script: wrong).
     vanilla = score(TEST, {"en1": "the cat", "en2": "दो", "hi1": "नमस्ते", "hi2": ""})
     # MS LID's hypotheses all in the right script, but its head picked "en" for hi1.
+    # Its summed log-posteriors picked "hi" for en2 instead.
     lid = _run({"en1": "the", "en2": "dog", "hi1": "दुनिया", "hi2": "एक"},
-               {"en1": "en", "en2": "en", "hi1": "en", "hi2": "hi"})
+               {"en1": "en", "en2": "en", "hi1": "en", "hi2": "hi"},
+               picked_log={"en1": "en", "en2": "hi", "hi1": "hi", "hi2": "hi"})
     t = _lid_table(vanilla, lid, TEST, ["en", "hi", "ta"])
     assert t.columns == ["System", "En-IN", "Hi-IN", "Ta-IN", "Avg."]
     assert t.rows == [["Multilingual Vanilla (script)", 50.0, 50.0, None, 50.0],
                       ["Multi-softmax LID (script)", 100.0, 100.0, None, 100.0],
-                      ["Multi-softmax LID (LID head)", 100.0, 50.0, None, 75.0]]
+                      ["Multi-softmax LID (LID head)", 100.0, 50.0, None, 75.0],
+                      ["Multi-softmax LID (LID head, summed log-posteriors)", 50.0, 100.0, None, 75.0]]
 
 
 def test_table7_rows_follow_the_grid(tmp_path):

@@ -143,11 +143,16 @@ class DecodeConfig:
     """Decoding of one model: search, LID-free selection (``lid`` or ``oracle``), streaming.
 
     ``chunk_frames`` is the streaming chunk in 10 ms feature frames; 0 decodes whole utterances.
+    ``lid_average`` is how the LID head's frames are pooled for the choice: ``posterior``
+    averages P_t(l) over frames (the paper's description), ``log`` sums log P_t(l) (the
+    score early stopping uses: a frame on which a language is all but impossible counts
+    against it far more than in the average).
     """
 
     search: SearchConfig = field(default_factory=SearchConfig)
     early_stop: EarlyStopConfig = field(default_factory=EarlyStopConfig)
     select: str = "lid"
+    lid_average: Literal["posterior", "log"] = "posterior"
     chunk_frames: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:

@@ -34,7 +34,7 @@ class LidFreeResult:
 
     ``tokens`` are local ids of ``language``; ``hypotheses`` holds every decoder's best output
     (a switched-off decoder's covers only the frames it ran); ``lid_posteriors`` are P_t(l)
-    averaged over all frames; ``active_frames`` and ``t_avg`` follow Eq. (2); ``cpu_seconds``
+    averaged over all frames, ``lid_log_scores`` the sums of log P_t(l); ``active_frames`` and ``t_avg`` follow Eq. (2); ``cpu_seconds``
     is the process CPU time spent in encoder, LID head and searches.
     """
 
@@ -43,6 +43,7 @@ class LidFreeResult:
     hypotheses: dict[str, tuple[int, ...]]
     scores: dict[str, float]
     lid_posteriors: dict[str, float]
+    lid_log_scores: dict[str, float]
     active_frames: dict[str, int]
     num_frames: int
     t_avg: float
@@ -56,7 +57,8 @@ Selector = Callable[[Sequence[str], Tensor, Tensor, str | None], str]
 
 def select_by_lid(languages: Sequence[str], posteriors: Tensor, frames: Tensor,
                   true_language: str | None) -> str:
-    """Highest average LID posterior among the decoders that were never switched off.
+    """Highest LID score (average posterior, or summed log-posterior: ``DecodeConfig.lid_average``)
+    among the decoders that were never switched off.
 
     If every decoder was switched off (possible: the best-scoring language can change after a
     decoder was stopped), the ones that ran longest compete instead.
@@ -100,6 +102,8 @@ class LidFreeDecoder:
         self.beams = [s.start() for s in self.searches]
         self.stopper = EarlyStopper(L, cfg.early_stop.tau, cfg.early_stop.s_th)
         self.posterior_sum = torch.zeros(L, dtype=torch.float64)
+        self.log_posterior_sum = torch.zeros(L, dtype=torch.float64)
+        self.lid_average = cfg.lid_average
         self.state = model.init_state(1)
         self.num_frames = 0
         self.cpu_seconds = 0.0
@@ -120,6 +124,7 @@ class LidFreeDecoder:
         for t in range(enc.shape[0]):
             running = self.stopper.step(lid[t])
             self.posterior_sum += lid[t].exp()
+            self.log_posterior_sum += lid[t]
             for i in running.nonzero().flatten().tolist():
                 self.beams[i] = self.searches[i].step(self.beams[i], enc_proj[t])
         self.num_frames += enc.shape[0]
@@ -132,7 +137,8 @@ class LidFreeDecoder:
             raise DataError("the utterance gave no encoder frames; it is too short to decode")
         posteriors = self.posterior_sum / self.num_frames
         frames = self.stopper.frames.clone()
-        language = self.select(self.languages, posteriors, frames, self.true_language)
+        evidence = posteriors if self.lid_average == "posterior" else self.log_posterior_sum
+        language = self.select(self.languages, evidence, frames, self.true_language)
         best = {lang: self.beams[i].best() for i, lang in enumerate(self.languages)}
         return LidFreeResult(
             language=language,
@@ -140,6 +146,7 @@ class LidFreeDecoder:
             hypotheses={lang: h.tokens for lang, h in best.items()},
             scores={lang: h.score for lang, h in best.items()},
             lid_posteriors={lang: float(posteriors[i]) for i, lang in enumerate(self.languages)},
+            lid_log_scores={lang: float(self.log_posterior_sum[i]) for i, lang in enumerate(self.languages)},
             active_frames={lang: int(frames[i]) for i, lang in enumerate(self.languages)},
             num_frames=self.num_frames,
             t_avg=average_decoders(frames, self.num_frames),
