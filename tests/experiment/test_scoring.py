@@ -41,11 +41,13 @@ def test_error_rate_tables_report_the_reduction_against_the_first_row():
     a, b = score(UTTS, HYPS_A), score(UTTS, {**HYPS_A, "en1": "a b c d"})
     t = error_rate_table("t", "caption", [("A", a), ("B", b)], ["en", "hi", "ta"],
                          column_names={"en": "En-IN"})
-    assert t.columns == ["System", "En-IN", "hi", "ta", "Avg.", "WERR"]
-    assert t.rows[0] == ["A", pytest.approx(100 / 6), 50.0, None, 25.0, 0.0]
-    # B fixes en1: 1 error of 8 words, half of A's: WERR 50%
-    assert t.rows[1] == ["B", 0.0, 50.0, None, 12.5, pytest.approx(50.0)]
-    c = error_rate_table("c", "caption", [("A", a), ("B", b)], ["en", "hi"], unit="chars")
+    assert t.columns == ["System", "En-IN", "hi", "ta", "Avg.", "WERR", "WERR 95% CI"]
+    assert t.rows[0] == ["A", pytest.approx(100 / 6), 50.0, None, 25.0, 0.0, None]
+    # B fixes en1: 1 error of 8 words, half of A's: WERR 50%. Resampling the three utterances,
+    # a replicate has 0% (en1 not drawn) up to 100% (only en1 drawn): the interval spans it.
+    assert t.rows[1][:6] == ["B", 0.0, 50.0, None, 12.5, pytest.approx(50.0)]
+    assert t.rows[1][6] == "[+0.0, +100.0]"
+    c = error_rate_table("c", "caption", [("A", a), ("B", b)], ["en", "hi"], unit="chars", ci=False)
     assert c.columns[-1] == "CERR"
     assert c.rows[1][-1] == pytest.approx(50.0)
 

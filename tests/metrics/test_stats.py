@@ -97,3 +97,41 @@ def test_bootstrap_errors():
         paired_bootstrap(res, wer(["a b"], ["a c"], ids=["u2"]))
     with pytest.raises(DataError, match="same utterances"):
         paired_bootstrap(res, wer(["a b", "c"], ["a c", "c"]))
+
+
+def test_werr_interval_is_the_percentile_interval_of_paired_replicates():
+    import numpy as np
+
+    from speechlab.metrics.stats import werr_interval
+
+    refs, hyps = _corpus(60, seed=3, error_prob=0.3)
+    _, better = _corpus(60, seed=3, error_prob=0.15)
+    ids = [f"u{i}" for i in range(60)]
+    base, system = wer(refs, hyps, ids=ids), wer(refs, better, ids=ids)
+    low, high = werr_interval(base, system, num_resamples=500, seed=7)
+    # brute force: the same seeded draws, one replicate at a time
+    e_b = np.array([u.errors for u in base.per_utterance])
+    e_s = np.array([u.errors for u in system.per_utterance])
+    n = np.array([u.ref_len for u in base.per_utterance])
+    draws = np.random.default_rng(7).integers(0, 60, size=(500, 60))
+    werrs = [100 * (e_b[d].sum() - e_s[d].sum()) / e_b[d].sum() for d in draws]
+    assert (low, high) == pytest.approx(tuple(np.quantile(werrs, [0.025, 0.975])))
+    observed = 100 * (base.wer - system.wer) / base.wer
+    assert low < observed < high
+    assert n.sum() == base.ref_words
+    # matched by id: the system's utterances in another order give the same interval
+    shuffled = ErrorRate(**{**system.__dict__, "per_utterance": system.per_utterance[::-1]})
+    assert werr_interval(base, shuffled, num_resamples=500, seed=7) == (low, high)
+    # a system equal to the baseline: exactly 0; one without errors: exactly 100
+    assert werr_interval(base, base) == (0.0, 0.0)
+    assert werr_interval(base, wer(refs, refs, ids=ids)) == pytest.approx((100.0, 100.0))
+
+
+def test_werr_interval_refuses_different_utterances():
+    from speechlab.metrics.stats import werr_interval
+
+    refs, hyps = _corpus(10, seed=4)
+    a = wer(refs, hyps, ids=[f"u{i}" for i in range(10)])
+    b = wer(refs, hyps, ids=[f"v{i}" for i in range(10)])
+    with pytest.raises(DataError, match="same, named utterances"):
+        werr_interval(a, b)

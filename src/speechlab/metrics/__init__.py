@@ -16,7 +16,7 @@ from speechlab.metrics.lid import (
     script_of,
     utterance_lid_accuracy,
 )
-from speechlab.metrics.stats import PairedBootstrap, bootstrap_ci, paired_bootstrap
+from speechlab.metrics.stats import PairedBootstrap, bootstrap_ci, paired_bootstrap, werr_interval
 
 __all__ = [
     "ErrorRate",
@@ -33,5 +33,6 @@ __all__ = [
     "utterance_lid_accuracy",
     "wer",
     "werr",
+    "werr_interval",
     "word_weighted_average",
 ]

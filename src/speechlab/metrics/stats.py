@@ -134,3 +134,34 @@ def paired_bootstrap(baseline: ErrorRate, system: ErrorRate, *, level: float = 0
         level=level,
         num_resamples=num_resamples,
     )
+
+
+def werr_interval(baseline: ErrorRate, system: ErrorRate, *, level: float = 0.95,
+                  num_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval ``(low, high)`` of the relative error reduction
+    ``100 (b - s) / b`` in percent (the multi-softmax paper's WERR), resampling the utterances
+    of both systems together (paired). Utterances are matched by id, so the two results may
+    list them in different orders, but they must hold the same ones."""
+    _check_options(level, num_resamples)
+    base_err, base_ref = _per_utt_arrays(baseline, "the baseline result")
+    sys_err, sys_ref = _per_utt_arrays(system, "the system result")
+    base_ids = [u.utt_id for u in baseline.per_utterance]
+    sys_pos = {u.utt_id: i for i, u in enumerate(system.per_utterance)}
+    if None in sys_pos or len(sys_pos) != len(base_ids) or set(sys_pos) != set(base_ids):
+        missing = sorted(set(base_ids) ^ set(sys_pos), key=str)[:3]
+        raise DataError(f"a WERR interval needs both systems scored on the same, named "
+                        f"utterances; they differ in e.g. {missing}")
+    order = np.array([sys_pos[i] for i in base_ids])
+    sys_err, sys_ref = sys_err[order], sys_ref[order]
+    if not np.array_equal(base_ref, sys_ref):
+        first = int(np.flatnonzero(base_ref != sys_ref)[0])
+        raise DataError(f"a WERR interval needs the same references: utterance {base_ids[first]} "
+                        f"has {base_ref[first]} reference tokens for the baseline but "
+                        f"{sys_ref[first]} for the system")
+    samples = []
+    for idx in _resample_indices(len(base_err), num_resamples, seed):
+        b = _rates(base_err, base_ref, idx)
+        s = _rates(sys_err, sys_ref, idx)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            samples.append(np.where(b > 0, 100.0 * (b - s) / b, np.nan))
+    return _interval(np.concatenate(samples), level)
