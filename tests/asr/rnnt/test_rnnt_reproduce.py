@@ -23,8 +23,11 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     t2 = res.table("table2")
     assert [r[0] for r in t2.rows] == ["Monolingual", "Multilingual Vanilla", "Multilingual Onehot",
                                       "Multi-softmax", "Multi-softmax LSP"]
-    assert t2.columns == ["System", "En-IN", "Hi-IN", "Ta-IN", "Gu-IN", "Avg.", "WERR"]
-    assert res.table("table2_cer").columns[-1] == "CERR"
+    assert t2.columns == ["System", "En-IN", "Hi-IN", "Ta-IN", "Gu-IN", "Avg.", "WERR", "WERR 95% CI"]
+    assert t2.rows[0][-1] is None and all(r[-1].startswith("[") for r in t2.rows[1:])
+    assert res.table("table2_cer").columns[-2:] == ["CERR", "CERR 95% CI"]
+    t5 = [r[0] for r in res.table("table5").rows]
+    assert t5[-1] == "Multi-softmax LID (LID head, summed log-posteriors)"
     assert res.scale == "ci"
     # The tables are the hypotheses scored: Table 2's Multi-softmax row re-scored from the
     # hypothesis files it wrote.
