@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from lhotse import CutSet
@@ -95,6 +97,27 @@ def test_loss_is_the_rnnt_loss_plus_the_lid_cross_entropy():
             direct = rnnt_loss(out.logits, batch.targets, out.enc_lens, batch.target_lens)
         task.spec_augment = None
         assert task.loss(model, batch)[1]["rnnt"] == pytest.approx(float(direct), rel=1e-5)
+
+
+def test_balanced_lid_term_weighs_each_language_by_its_inverse_share():
+    sizes = {"en": 7, "hi": 5}
+    # three English utterances for every Hindi one (by frames, about)
+    utts = [u for i, u in enumerate(_utts(sizes, n=32)) if u.language == "en" or i % 6 == 1]
+    model = build("multisoftmax_lid", sizes, "ci").eval()
+    plain = RNNTTask(model, utts, [], TaskConfig(max_frames=200, spec_augment=False))
+    balanced = RNNTTask(model, utts, [], TaskConfig(max_frames=200, spec_augment=False,
+                                                    lid_balance=True))
+    frames = {lang: sum(u.num_frames for u in utts if u.language == lang) for lang in sizes}
+    total = sum(frames.values())
+    assert balanced.lid_weights == pytest.approx({l: total / (2 * n) for l, n in frames.items()})
+    assert balanced.lid_weights["hi"] > 2 * balanced.lid_weights["en"]
+    assert set(plain.lid_weights.values()) == {1.0}
+    for batch in itertools.islice(balanced.batches(), 6):  # batches() never ends
+        loss_b, stats, _ = balanced.loss(model, batch)
+        loss_p, _, _ = plain.loss(model, batch)
+        w = balanced.lid_weights[batch.language]
+        assert float(loss_b.detach()) == pytest.approx(stats["rnnt"] + w * stats["lid_ce"], rel=1e-5)
+        assert float((loss_b - loss_p).detach()) == pytest.approx((w - 1) * stats["lid_ce"], rel=1e-4, abs=1e-4)
 
 
 def test_a_group_of_batches_is_one_update_averaged_over_its_utterances():

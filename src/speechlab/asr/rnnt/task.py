@@ -53,6 +53,10 @@ class TaskConfig:
     lid_weight: float = ranged(1.0, ge=0)
     lid_reduction: Literal["utterance", "frame"] = "frame"
     batches_per_update: int = ranged(1, ge=1)
+    # Weight each batch's LID cross-entropy by 1 / (L * share of its language in the training
+    # audio), so that every language weighs the same in the LID term although batches are drawn
+    # by hours (the low-resource languages otherwise stay below the head's priors).
+    lid_balance: bool = False
     loss: Literal["full", "fused"] = "full"
     spec_augment: bool = True
     valid_utterances: int = ranged(200, ge=1)
@@ -111,6 +115,12 @@ class RNNTTask:
             raise DataError(f"no training utterances in {sorted(self.languages)}")
         self.union = model.union if model.spec.union_vocab else None
         self.has_lid = model.lid_head is not None
+        frames: dict[str, int] = {}
+        for u in self.train:
+            frames[u.language] = frames.get(u.language, 0) + u.num_frames
+        total = sum(frames.values())
+        self.lid_weights = {lang: (total / (len(frames) * n) if cfg.lid_balance else 1.0)
+                            for lang, n in frames.items()}
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
         self._loss = LOSSES[cfg.loss]
@@ -147,7 +157,8 @@ class RNNTTask:
             ce = lid_ce_loss(out.lid_logits, out.enc_lens, out.language_ids, self.cfg.lid_reduction)
             stats["lid_ce"] = float(ce.detach())
             stats["lid_acc"] = utterance_lid_accuracy(out.lid_logits, out.enc_lens, out.language_ids)
-            loss = loss + self.cfg.lid_weight * ce
+            balance = self.lid_weights.get(batch.language, 1.0) if train else 1.0
+            loss = loss + self.cfg.lid_weight * balance * ce
         return loss, stats
 
     def loss(self, model: nn.Module, batch: Batch | BatchGroup) -> tuple[Tensor, dict[str, float], float]:
