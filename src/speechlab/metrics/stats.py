@@ -99,6 +99,15 @@ class PairedBootstrap:
     num_resamples: int
 
 
+def _check_same_references(ids: list, base_ref: np.ndarray, sys_ref: np.ndarray, what: str) -> None:
+    """Both systems' utterances (aligned) must have references of the same length."""
+    if not np.array_equal(base_ref, sys_ref):
+        first = int(np.flatnonzero(base_ref != sys_ref)[0])
+        raise DataError(f"{what} needs the same references: utterance "
+                        f"{ids[first] or '#' + str(first)} has {base_ref[first]} reference "
+                        f"tokens for the baseline but {sys_ref[first]} for the system")
+
+
 def paired_bootstrap(baseline: ErrorRate, system: ErrorRate, *, level: float = 0.95,
                      num_resamples: int = 1000, seed: int = 0) -> PairedBootstrap:
     """Paired bootstrap of ``system.wer - baseline.wer`` over the utterances both scored."""
@@ -115,11 +124,7 @@ def paired_bootstrap(baseline: ErrorRate, system: ErrorRate, *, level: float = 0
         raise DataError(f"paired bootstrap needs the same utterances in the same order: entry "
                         f"#{first} is {base_ids[first]!r} for the baseline but "
                         f"{sys_ids[first]!r} for the system")
-    if not np.array_equal(base_ref, sys_ref):
-        first = int(np.flatnonzero(base_ref != sys_ref)[0])
-        raise DataError(f"paired bootstrap needs the same references: utterance "
-                        f"{base_ids[first] or '#' + str(first)} has {base_ref[first]} reference "
-                        f"tokens for the baseline but {sys_ref[first]} for the system")
+    _check_same_references(base_ids, base_ref, sys_ref, "paired bootstrap")
     deltas = []
     for idx in _resample_indices(len(base_err), num_resamples, seed):
         deltas.append(_rates(sys_err, sys_ref, idx) - _rates(base_err, base_ref, idx))
@@ -153,11 +158,7 @@ def werr_interval(baseline: ErrorRate, system: ErrorRate, *, level: float = 0.95
                         f"utterances; they differ in e.g. {missing}")
     order = np.array([sys_pos[i] for i in base_ids])
     sys_err, sys_ref = sys_err[order], sys_ref[order]
-    if not np.array_equal(base_ref, sys_ref):
-        first = int(np.flatnonzero(base_ref != sys_ref)[0])
-        raise DataError(f"a WERR interval needs the same references: utterance {base_ids[first]} "
-                        f"has {base_ref[first]} reference tokens for the baseline but "
-                        f"{sys_ref[first]} for the system")
+    _check_same_references(base_ids, base_ref, sys_ref, "a WERR interval")
     samples = []
     for idx in _resample_indices(len(base_err), num_resamples, seed):
         b = _rates(base_err, base_ref, idx)

@@ -11,6 +11,8 @@ from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
 from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.errors import ConfigError, DataError
 
+from test_rnnt_streaming import sharp_model
+
 VOCAB = {"en": 7, "hi": 5, "ta": 6}
 
 
@@ -94,14 +96,7 @@ def test_fast_preset_sizes():
 
 
 def sharp(variant):
-    torch.manual_seed(0)
-    model = build(variant, {"en": 7} if variant == "mono" else VOCAB, "tiny_transformer").eval()
-    with torch.no_grad():
-        model.joiner.enc_proj.weight.mul_(4.0)
-        for out in model.joiner.outputs:
-            out.weight.mul_(4.0)
-            out.bias[0] -= 1.5
-    return model
+    return sharp_model(variant, preset="tiny_transformer")
 
 
 @pytest.mark.parametrize("variant,lang", [("mono", None), ("onehot", "hi"), ("multisoftmax_lid", "en")])

@@ -19,9 +19,9 @@ from speechlab.asr.rnnt import (
 VOCAB = {"en": 7, "hi": 5, "ta": 6}
 
 
-def sharp_model(variant, seed=0):
+def sharp_model(variant, seed=0, preset="tiny"):
     torch.manual_seed(seed)
-    model = build(variant, {"en": 7} if variant == "mono" else VOCAB, "tiny").eval()
+    model = build(variant, {"en": 7} if variant == "mono" else VOCAB, preset).eval()
     with torch.no_grad():
         # A random joint is nearly flat and input-independent; sharpen it and lower blank so
         # that the outputs are non-trivial and depend on the frames (at -1.0 the lid model's beam
