@@ -9,6 +9,7 @@ import pytest
 import soundfile as sf
 
 from speechlab.cli import main
+from speechlab.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(shutil.which("festival") is None, reason="needs festival")
 
@@ -24,11 +25,13 @@ def test_tables_figures_and_sounds(run):
     results = json.loads((run / "results.json").read_text())
     tables = {t["name"]: t for t in results["tables"]}
     t2 = tables["table2"]
-    assert t2["rows"][0][0] == "Phone-mean baseline"
+    assert [r[0] for r in t2["rows"][:2]] == ["Ground truth", "Phone-mean baseline"]
     # four models; SALAD twice (whole-utterance and windowed attention)
-    assert [r[0] for r in t2["rows"][1:]] == ["Small RNN", "Small SALAD", "Small SALAD",
+    assert [r[0] for r in t2["rows"][2:]] == ["Small RNN", "Small SALAD", "Small SALAD",
                                               "Big RNN", "Big SALAD", "Big SALAD"]
-    assert all(np.isfinite(r[5]) and r[5] > 0 for r in t2["rows"])
+    assert all(np.isfinite(r[5]) and r[5] > 0 for r in t2["rows"][1:])
+    # F0 spread: the recordings' and every system's, over voiced frames
+    assert t2["columns"][-1] == "F0 σ [Hz]" and all(r[-1] > 0 for r in t2["rows"])
     t3 = tables["table3"]
     # tiny models on four inputs: timing noise, so only a finite fit per model is asked for
     assert len(t3["rows"]) == 6 and all(np.isfinite(r[1]) for r in t3["rows"])
@@ -79,3 +82,17 @@ def test_salad_recipes_use_noam_with_the_models_width():
     assert f(0) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
     assert f(15999) == pytest.approx(512 ** -0.5 / 16000 ** 0.5)
     assert load_recipe(SaladConfig, "salad", "demo").epochs >= 1
+
+
+def test_output_conv_reaches_the_salad_models_only():
+    from speechlab.tts.model import build_from_config
+    from speechlab.tts.reproduce import SaladConfig, _output_conv, model_config
+
+    cfg = SaladConfig(models={"big_rnn": "tiny_rnn", "big_salad": "tiny_salad"}, output_conv=5)
+    salad = model_config(cfg, "big_salad", 12)
+    assert salad.output_conv == 5 and model_config(cfg, "big_rnn", 12).output_conv == 0
+    assert _output_conv(build_from_config(salad)) == 5
+    assert _output_conv(build_from_config(model_config(SaladConfig(models=cfg.models), "big_salad", 12))) == 0
+    assert _output_conv(build_from_config(model_config(cfg, "big_rnn", 12))) == 0
+    with pytest.raises(ConfigError, match="odd"):
+        model_config(SaladConfig(models=cfg.models, output_conv=4), "big_salad", 12)

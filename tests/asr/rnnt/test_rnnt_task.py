@@ -120,6 +120,33 @@ def test_balanced_lid_term_weighs_each_language_by_its_inverse_share():
         assert float((loss_b - loss_p).detach()) == pytest.approx((w - 1) * stats["lid_ce"], rel=1e-4, abs=1e-4)
 
 
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 0.0])
+def test_languages_are_drawn_by_hours_to_the_power_alpha(alpha):
+    sizes = {"en": 7, "hi": 5}
+    utts = [u for i, u in enumerate(_utts(sizes, n=64)) if u.language == "en" or i % 6 == 1]
+    model = build("multisoftmax_lid", sizes, "ci").eval()
+    task = RNNTTask(model, utts, [], TaskConfig(max_frames=200, spec_augment=False,
+                                                language_alpha=alpha, lid_balance=True))
+    frames = {lang: sum(u.num_frames for u in utts if u.language == lang) for lang in sizes}
+    mass = {lang: n ** alpha for lang, n in frames.items()}
+    expected = {lang: m / sum(mass.values()) for lang, m in mass.items()}
+    assert task.sampling == pytest.approx(expected)
+    # the balance undoes exactly the sampling: every language's expected LID weight is 1/L
+    assert {l: task.sampling[l] * task.lid_weights[l] for l in sizes} == pytest.approx(
+        {"en": 0.5, "hi": 0.5})
+    assert {b.language for b in itertools.islice(task.batches(), 20)} == {"en", "hi"}
+    sampler = task.batches().source  # the draws the batches follow, without collating
+    drawn = [sampler.language_at(i) for i in range(20000)]
+    assert drawn.count("hi") / len(drawn) == pytest.approx(expected["hi"], abs=0.015)
+    if alpha == 0.0:
+        assert task.lid_weights == pytest.approx({"en": 1.0, "hi": 1.0})
+
+
+def test_language_alpha_outside_zero_one_is_refused():
+    with pytest.raises(ConfigError, match="language_alpha"):
+        TaskConfig(language_alpha=1.5)
+
+
 def test_a_group_of_batches_is_one_update_averaged_over_its_utterances():
     sizes = {"en": 7, "hi": 5}
     utts = _utts(sizes, n=40)

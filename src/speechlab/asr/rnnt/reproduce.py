@@ -71,6 +71,9 @@ class ReproduceConfig:
     # Monolingual models see only their language's data; the paper trains each to convergence,
     # here each gets this many updates.
     mono_steps: int = ranged(300, ge=1)
+    # Updates of individual multilingual models instead of train.max_steps (e.g. the demo gives
+    # its few CPU minutes mostly to MS and MS LID, whose results it shows first).
+    variant_steps: dict[str, int] = field(default_factory=dict)
     finetune: TrainConfig = field(default_factory=TrainConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
@@ -85,6 +88,9 @@ class ReproduceConfig:
         ge=0, allow_inf=True)
     # The paper's Table 7 uses a Hindi subset; "" uses every test language.
     grid_language: str = "hi"
+    # Test utterances per language of the Table 7 decodings, each of which runs every
+    # language's decoder (0: the same as test_utterances).
+    grid_utterances: int = ranged(0, ge=0)
     seed: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
@@ -95,6 +101,14 @@ class ReproduceConfig:
         if self.grid_language and self.grid_language not in self.languages:
             raise ConfigError(f"grid_language {self.grid_language!r} is not one of the "
                               f"languages {list(self.languages)}")
+        for name, steps in self.variant_steps.items():
+            if name not in MULTILINGUAL:
+                raise ConfigError(f"variant_steps: {name!r} is not a multilingual model; "
+                                  f"choose from {list(MULTILINGUAL)} (mono_steps sets the "
+                                  "monolingual ones)")
+            if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+                raise ConfigError(f"variant_steps.{name}: {steps!r} is not a positive number "
+                                  "of updates")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,7 +444,8 @@ class MultiSoftmax:
         then the slowest decodings (LID-free runs every language's decoder)."""
         langs = tuple(cfg.languages)
         by_cost = ("vanilla", "onehot", "multisoftmax_lsp", "multisoftmax_lid", "multisoftmax")
-        jobs: list[Job] = [TrainJob(v, v, cost=1.0) for v in by_cost]
+        jobs: list[Job] = [TrainJob(v, v, steps=cfg.variant_steps.get(v), cost=1.0)
+                           for v in by_cost]
         jobs += [TrainJob(f"mono_{lang}", "mono", (lang,), steps=cfg.mono_steps, cost=0.5)
                  for lang in langs]
         # Table 3: from Onehot the whole model continues on one language (its one-hot fixed);
@@ -442,7 +457,8 @@ class MultiSoftmax:
         jobs.append(DecodeJob("lid_free", "multisoftmax_lid",
                               options={"early_stop": (math.inf, math.inf)}))
         grid_data = (cfg.grid_language,) if cfg.grid_language else ()
-        jobs += [DecodeJob(f"grid_{i}", "multisoftmax_lid", grid_data, {"early_stop": (tau, s_th)})
+        jobs += [DecodeJob(f"grid_{i}", "multisoftmax_lid", grid_data,
+                           {"early_stop": (tau, s_th), "grid": True})
                  for i, (tau, s_th) in enumerate(cfg.early_stop_grid)]
         jobs += [DecodeJob(v, v) for v in MULTILINGUAL]
         jobs += [DecodeJob(j.name, j.name, j.data) for j in list(jobs)
@@ -467,7 +483,7 @@ class MultiSoftmax:
 
     def decode(self, job: DecodeJob, cfg: ReproduceConfig, data: Data, out: Path) -> Scored | LidFreeRun:
         model = load_trained(out / "models" / job.model)
-        utts = [u for u in test_set(cfg, data) if not job.data or u.language in job.data]
+        utts = decode_set(cfg, data, job)
         if not utts:
             raise DataError(f"no test utterances in {list(job.data)} to decode for {job.name}")
         early_stop = job.options.get("early_stop")
@@ -566,8 +582,21 @@ def _training_figures(models_dir: Path, mono: Mapping[str, str], multilingual: S
     return figures
 
 
+def _first_per_language(utts: Sequence[Utterance], languages: Sequence[str], n: int) -> list[Utterance]:
+    if not n:
+        return list(utts)
+    return [u for lang in languages for u in [v for v in utts if v.language == lang][:n]]
+
+
 def test_set(cfg: ReproduceConfig, data: Data) -> list[Utterance]:
     """The test utterances decoded: the first ``cfg.test_utterances`` of each language (all if 0)."""
-    if not cfg.test_utterances:
-        return list(data.test)
-    return [u for lang in data.languages for u in [v for v in data.test if v.language == lang][: cfg.test_utterances]]
+    return _first_per_language(data.test, data.languages, cfg.test_utterances)
+
+
+def decode_set(cfg: ReproduceConfig, data: Data, job: DecodeJob) -> list[Utterance]:
+    """What ``job`` decodes: the test set in the job's languages, cut to the first
+    ``cfg.grid_utterances`` per language for the Table 7 grid."""
+    utts = [u for u in test_set(cfg, data) if not job.data or u.language in job.data]
+    if job.options.get("grid"):
+        utts = _first_per_language(utts, data.languages, cfg.grid_utterances)
+    return utts

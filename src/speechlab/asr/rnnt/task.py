@@ -53,10 +53,14 @@ class TaskConfig:
     lid_weight: float = ranged(1.0, ge=0)
     lid_reduction: Literal["utterance", "frame"] = "frame"
     batches_per_update: int = ranged(1, ge=1)
-    # Weight each batch's LID cross-entropy by 1 / (L * share of its language in the training
-    # audio), so that every language weighs the same in the LID term although batches are drawn
-    # by hours (the low-resource languages otherwise stay below the head's priors).
+    # Weight each batch's LID cross-entropy by 1 / (L * the chance of drawing its language), so
+    # that every language weighs the same in the LID term although batches are drawn by hours
+    # (the low-resource languages otherwise stay below the head's priors).
     lid_balance: bool = False
+    # Languages are drawn for batches with probability proportional to hours ** alpha: 1 by
+    # hours (the paper's natural mix), 0 uniformly, 0.5 in between (the usual multilingual
+    # temperature sampling with T = 1 / alpha). Not in the paper below 1.
+    language_alpha: float = ranged(1.0, ge=0, le=1)
     loss: Literal["full", "fused"] = "full"
     spec_augment: bool = True
     valid_utterances: int = ranged(200, ge=1)
@@ -118,15 +122,18 @@ class RNNTTask:
         frames: dict[str, int] = {}
         for u in self.train:
             frames[u.language] = frames.get(u.language, 0) + u.num_frames
-        total = sum(frames.values())
-        self.lid_weights = {lang: (total / (len(frames) * n) if cfg.lid_balance else 1.0)
-                            for lang, n in frames.items()}
+        mass = {lang: float(n) ** cfg.language_alpha for lang, n in frames.items()}
+        total = sum(mass.values())
+        # the chance that a batch is of each language (LanguageBatches draws by these weights)
+        self.sampling = {lang: m / total for lang, m in mass.items()}
+        self.lid_weights = {lang: (1.0 / (len(mass) * p) if cfg.lid_balance else 1.0)
+                            for lang, p in self.sampling.items()}
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
         self._loss = LOSSES[cfg.loss]
 
     def batches(self) -> MapBatches:
-        sampler = LanguageBatches([u.language for u in self.train],
+        sampler = LanguageBatches([u.language for u in self.train], weights=self.sampling,
                                   durations=[u.num_frames for u in self.train],
                                   max_frames=self.cfg.max_frames, seed=self.seed, rank=self.rank,
                                   world_size=self.world_size)

@@ -34,7 +34,7 @@ class Wav2Vec2Config:
     ``codevector_dim`` vector, projected with the context to ``final_dim`` for the contrastive
     loss. ``local_blocks``: the blocks made local (LMSAB) with ``radius``; ``local_chunk`` the
     query block of the banded computation. ``front_end``: ``conv`` (the paper's learned
-    encoder) or ``fbank`` (a demo-only parameter-free log-mel front end at the same 20 ms
+    encoder) or ``fbank`` (a parameter-free log-mel front end at the same 20 ms
     frames, :class:`~.feature_encoder.FbankEncoder`; the conv fields are then unused).
     """
 

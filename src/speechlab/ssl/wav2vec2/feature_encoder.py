@@ -5,8 +5,9 @@ Each layer is a 1-D convolution, a normalisation and GELU. ``group`` normalisati
 normalises each channel of the first layer over time, per utterance; ``layer`` normalisation
 (Large) normalises the channels of every frame of every layer.
 
-:class:`FbankEncoder` is a demo-only alternative (``front_end: fbank``): parameter-free
-log-mel filter banks, normalised per utterance and stacked in pairs to the same 20 ms frames.
+:class:`FbankEncoder` is the front end of the demo and small recipes (``front_end: fbank``):
+parameter-free log-mel filter banks, normalised per utterance and stacked in pairs to the same
+20 ms frames.
 
 Shapes: B batch, S samples, T frames, C channels.
 """

@@ -60,7 +60,7 @@ class LocalAttentionConfig:
     # A preset of speechlab.ssl.wav2vec2.config.PRESETS (the paper's: base).
     model: str = "base"
     # The preset's front end: conv (the paper's learned feature encoder, frozen in fine-tuning)
-    # or fbank (demo only: parameter-free log-mel frames; see docs/local-attention.md).
+    # or fbank (parameter-free log-mel frames, the demo and small recipes; docs/local-attention.md).
     front_end: str = "conv"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
     radius: int = ranged(30, ge=1)

@@ -1,0 +1,48 @@
+"""The multi-softmax reproduction's plan: per-model update budgets and the Table 7 test subset."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from speechlab.asr.data import Utterance
+from speechlab.asr.rnnt.reproduce import Data, MultiSoftmax, ReproduceConfig, decode_set
+from speechlab.errors import ConfigError
+from speechlab.experiment.jobs import DecodeJob, TrainJob
+
+
+def _data(per_language: int) -> Data:
+    langs = ("en", "hi")
+    test = [Utterance(f"{lang}-test-{i:03d}", lang, torch.zeros(5, 2), "a", (1,))
+            for i in range(per_language) for lang in langs]
+    return Data(langs, {}, [], [], test, {}, {})
+
+
+def test_variant_steps_set_the_updates_of_named_models_only():
+    cfg = ReproduceConfig(variant_steps={"vanilla": 7, "multisoftmax": 30})
+    trains = {j.name: j for j in MultiSoftmax().plan(cfg) if isinstance(j, TrainJob)}
+    assert trains["vanilla"].steps == 7 and trains["multisoftmax"].steps == 30
+    assert trains["onehot"].steps is None  # the recipe's train.max_steps
+    assert trains["mono_hi"].steps == cfg.mono_steps
+
+
+@pytest.mark.parametrize("steps, message", [({"mono": 5}, "not a multilingual model"),
+                                            ({"vanilla": 0}, "not a positive number"),
+                                            ({"onehot": 2.5}, "not a positive number")])
+def test_bad_variant_steps_are_refused(steps, message):
+    with pytest.raises(ConfigError, match=message):
+        ReproduceConfig(variant_steps=steps)
+
+
+def test_the_grid_decodes_the_first_grid_utterances_of_its_language():
+    data = _data(per_language=6)
+    cfg = ReproduceConfig(test_utterances=5, grid_utterances=2, grid_language="hi")
+    jobs = {j.name: j for j in MultiSoftmax().plan(cfg) if isinstance(j, DecodeJob)}
+    grid = decode_set(cfg, data, jobs["grid_0"])
+    assert [u.id for u in grid] == ["hi-test-000", "hi-test-001"]
+    # the other decodings keep the whole test set
+    assert len(decode_set(cfg, data, jobs["lid_free"])) == 10
+    assert [u.id for u in decode_set(cfg, data, jobs["mono_hi"])] == [f"hi-test-{i:03d}" for i in range(5)]
+    # 0: the grid decodes what the other decodings do
+    cfg = ReproduceConfig(test_utterances=5, grid_utterances=0, grid_language="hi")
+    assert len(decode_set(cfg, data, jobs["grid_0"])) == 5
