@@ -32,6 +32,7 @@ def test_tables_figures_and_sounds(run):
     assert all(np.isfinite(r[5]) and r[5] > 0 for r in t2["rows"][1:])
     # F0 spread: the recordings' and every system's, over voiced frames
     assert t2["columns"][-1] == "F0 σ [Hz]" and all(r[-1] > 0 for r in t2["rows"])
+    assert " of 6 model rows beat the phone-mean baseline" in json.dumps(results)
     t3 = tables["table3"]
     # tiny models on four inputs: timing noise, so only a finite fit per model is asked for
     assert len(t3["rows"]) == 6 and all(np.isfinite(r[1]) for r in t3["rows"])

@@ -494,7 +494,8 @@ def salad_results(cfg: SaladConfig, data, decoded, out: Path, scale: str):
                 figures.append(Figure(d.wavs[k], f"{u.id}: {ROW_NAMES[role]}"))
     training = training_table(out / "models", list(decoded), caption="Training: updates, best "
                               "dev MCD [dB] and its update, minutes.", metric="mcd")
-    learned = [r for r in rows[1:] if r[5] is not None and r[5] < baseline.mcd]
+    model_rows = rows[2:]  # after the ground truth and the baseline
+    learned = [r for r in model_rows if r[5] is not None and r[5] < baseline.mcd]
     counts = {"train": len(data.train), "dev": len(data.dev), "test": len(data.test)}
     minutes = {s: sum(u.num_frames for u in getattr(data, s)) * 0.005 / 60 for s in counts}
     notes = (f"Scale `{scale}`: utterances {counts}, minutes "
@@ -502,7 +503,7 @@ def salad_results(cfg: SaladConfig, data, decoded, out: Path, scale: str):
              f"({data.input_dim - 2} from the question set + 2), 43 output dims; up to "
              f"{cfg.epochs} epochs of {cfg.task.streams} x {cfg.task.window}-frame "
              f"{'stateful' if cfg.task.stateful else 'shuffled'} batches, patience "
-             f"{cfg.patience}. Models: {cfg.models}. {len(learned)} of {len(rows) - 1} model "
+             f"{cfg.patience}. Models: {cfg.models}. {len(learned)} of {len(model_rows)} model "
              f"rows beat the phone-mean baseline's MCD ({baseline.mcd:.2f} dB). The corpus is "
              "festival's SLT HTS voice, so the targets are themselves synthetic speech.")
     return Results(title=f"SALAD vs. the LSTM baseline ({scale} scale)",
