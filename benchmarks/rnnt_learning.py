@@ -63,9 +63,9 @@ def main() -> None:
     languages: tuple[str, ...] = ()
     if args.variant.startswith("mono_"):
         languages = (args.variant[len("mono_"):],)
-        model = build("mono", {languages[0]: data.vocab_sizes[languages[0]]}, cfg.preset)
+        model = build("mono", {languages[0]: data.vocab_sizes[languages[0]]}, cfg.dims())
     else:
-        model = build(args.variant, data.vocab_sizes, cfg.preset)
+        model = build(args.variant, data.vocab_sizes, cfg.dims())
     run = args.out / "models" / args.variant
     wall, cpu = time.time(), _cpu_seconds()
     train_model(model, data, cfg.train, cfg.task, run, languages=languages)

@@ -46,3 +46,13 @@ def test_the_grid_decodes_the_first_grid_utterances_of_its_language():
     # 0: the grid decodes what the other decodings do
     cfg = ReproduceConfig(test_utterances=5, grid_utterances=0, grid_language="hi")
     assert len(decode_set(cfg, data, jobs["grid_0"])) == 5
+
+
+def test_recipe_dropout_replaces_the_presets_only_when_given():
+    from speechlab.asr.rnnt.presets import get_preset
+
+    assert ReproduceConfig(preset="fast").dims() == get_preset("fast")
+    dims = ReproduceConfig(preset="fast", dropout=0.0).dims()
+    assert dims.dropout == 0.0 and dims.encoder_dim == get_preset("fast").encoder_dim
+    with pytest.raises(ConfigError, match="dropout"):
+        ReproduceConfig(dropout=1.0)

@@ -36,7 +36,7 @@ from speechlab.asr.data import Utterance, collate, load_utterances
 from speechlab.asr.rnnt.config import VARIANTS, DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.model import RNNT, build, count_parameters, parameter_table
 from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
-from speechlab.asr.rnnt.presets import PRESETS
+from speechlab.asr.rnnt.presets import PRESETS, ModelDims, get_preset
 from speechlab.asr.rnnt.search import decode
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
@@ -67,6 +67,9 @@ class ReproduceConfig:
     # The embedded corpus built when no ``--corpus`` is given.
     corpus: CorpusConfig = field(default_factory=CorpusConfig)
     preset: str = "demo"
+    # None: the preset's dropout. Short runs that are far from overfitting learn more per
+    # update without it.
+    dropout: float | None = ranged(None, ge=0, lt=1)
     train: TrainConfig = field(default_factory=TrainConfig)
     # Monolingual models see only their language's data; the paper trains each to convergence,
     # here each gets this many updates.
@@ -109,6 +112,11 @@ class ReproduceConfig:
             if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
                 raise ConfigError(f"variant_steps.{name}: {steps!r} is not a positive number "
                                   "of updates")
+
+    def dims(self) -> ModelDims:
+        """The model sizes: the preset, with the recipe's dropout if it sets one."""
+        dims = get_preset(self.preset)
+        return dims if self.dropout is None else replace(dims, dropout=self.dropout)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -469,9 +477,9 @@ class MultiSoftmax:
         sizes = data.vocab_sizes
         if job.model == "mono":
             (lang,) = job.data
-            model = build("mono", {lang: sizes[lang]}, cfg.preset)
+            model = build("mono", {lang: sizes[lang]}, cfg.dims())
         elif job.model in VARIANTS:
-            model = build(job.model, sizes, cfg.preset)
+            model = build(job.model, sizes, cfg.dims())
         else:
             raise ConfigError(f"unknown model {job.model!r} in job {job.name}")
         if job.init_from:
