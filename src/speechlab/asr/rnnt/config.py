@@ -79,6 +79,11 @@ class ModelDims:
     def input_dim(self) -> int:
         return self.feature_dim * self.stack
 
+    @property
+    def subsampling(self) -> int:
+        """Input (10 ms) frames per encoder frame: 4 for the Transformer, ``stride`` for the LSTM."""
+        return 4 if self.encoder == "transformer" else self.stride
+
 
 @dataclass(frozen=True)
 class RNNTConfig:

@@ -85,7 +85,8 @@ class ReproduceConfig:
     # Training utterances longer than this are left out (0: keep all); short utterances make
     # the small scales learn faster per CPU second.
     max_train_seconds: float = ranged(0.0, ge=0)
-    # Table 7: (tau in encoder frames of 30 ms, s_th) pairs; "inf" keeps every decoder on.
+    # Table 7: (tau in encoder frames (30 ms for the paper's LSTM, 40 ms for the Transformer),
+    # s_th) pairs; "inf" keeps every decoder on.
     early_stop_grid: tuple[tuple[float, float], ...] = ranged(
         ((math.inf, math.inf), (1000, 0.2), (100, 0.2), (30, 0.2), (30, 0.5), (10, 0.2)),
         ge=0, allow_inf=True)
@@ -94,6 +95,8 @@ class ReproduceConfig:
     # Test utterances per language of the Table 7 decodings, each of which runs every
     # language's decoder (0: the same as test_utterances).
     grid_utterances: int = ranged(0, ge=0)
+    # What this scale can and cannot show, put at the top of the report (the recipe says it).
+    summary: str = ""
     seed: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
@@ -392,7 +395,8 @@ def _early_stop_grid(cfg: ReproduceConfig, runs: Sequence[LidFreeRun], out: Path
               ylabel="WER [%]", title="WER vs. T_avg (Table 7 grid)")
     lang_name = PAPER_NAMES.get(cfg.grid_language, cfg.grid_language) if cfg.grid_language else "all"
     table = Table(name="table7", caption=f"Early stopping trade-off on the {lang_name} test set "
-                  f"({n} utterances; Table 7). tau in encoder frames (30 ms); decode time is "
+                  f"({n} utterances; Table 7). tau in encoder frames ({10 * cfg.dims().subsampling} ms); "
+                  "decode time is "
                   "process CPU time of encoder + LID head + all running decoders, measured.",
                   columns=["tau", "s_th", "WER", "T_avg", "CPU ms/utt", "RTF", "LID acc."],
                   rows=rows, formats={"WER": "{:.2f}", "T_avg": "{:.2f}", "CPU ms/utt": "{:.1f}",
@@ -411,9 +415,15 @@ def _notes(cfg: ReproduceConfig, scale: str, data: Data, test: Sequence[Utteranc
     hours = ", ".join(f"{PAPER_NAMES.get(k, k)} {60 * v:.1f} min" for k, v in data.train_hours.items())
     sizes = ", ".join(f"{k} {v}" for k, v in data.vocab_sizes.items())
     skipped = "; ".join(f"{split}: {d}" for split, d in data.skipped.items() if d) or "none"
+    own = ", ".join(f"{name} {steps}" for name, steps in cfg.variant_steps.items())
+    own = f" ({own})" if own else ""
+    summary = f"{cfg.summary.strip()}\n\n" if cfg.summary.strip() else ""
+    dropout = "" if cfg.dropout is None else f", dropout {cfg.dropout:g}"
     return (
-        f"Scale `{scale}` (preset `{cfg.preset}`): {cfg.train.max_steps} updates per multilingual model, "
-        f"{cfg.mono_steps} per monolingual model, {cfg.finetune.max_steps} fine-tuning updates.\n\n"
+        f"{summary}Scale `{scale}` (preset `{cfg.preset}`{dropout}): {cfg.train.max_steps} updates "
+        f"per multilingual model{own}, {cfg.mono_steps} per monolingual model, "
+        f"{cfg.finetune.max_steps} fine-tuning updates; languages drawn by hours ** "
+        f"{cfg.task.language_alpha:g}.\n\n"
         f"Training audio: {hours}. Vocabularies with blank: {sizes}. Test utterances: {counts}. "
         f"Skipped or flagged utterances: {skipped}.\n\n"
         "The embedded corpus is synthetic (espeak-ng voices reading real sentences), so absolute WERs "
