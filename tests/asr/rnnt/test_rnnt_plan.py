@@ -9,6 +9,7 @@ from speechlab.asr.data import Utterance
 from speechlab.asr.rnnt.reproduce import Data, MultiSoftmax, ReproduceConfig, decode_set
 from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
+from speechlab.train import TrainConfig
 
 
 def _data(per_language: int) -> Data:
@@ -19,11 +20,14 @@ def _data(per_language: int) -> Data:
 
 
 def test_variant_steps_set_the_updates_of_named_models_only():
-    cfg = ReproduceConfig(variant_steps={"vanilla": 7, "multisoftmax": 30})
+    cfg = ReproduceConfig(train=TrainConfig(max_steps=10), variant_steps={"vanilla": 7, "multisoftmax": 30})
     trains = {j.name: j for j in MultiSoftmax().plan(cfg) if isinstance(j, TrainJob)}
     assert trains["vanilla"].steps == 7 and trains["multisoftmax"].steps == 30
     assert trains["onehot"].steps is None  # the recipe's train.max_steps
     assert trains["mono_hi"].steps == cfg.mono_steps
+    # the longest trainings start first
+    assert list(trains)[:5] == ["multisoftmax", "onehot", "multisoftmax_lsp", "multisoftmax_lid",
+                                "vanilla"]
 
 
 @pytest.mark.parametrize("steps, message", [({"mono": 5}, "not a multilingual model"),

@@ -462,8 +462,10 @@ class MultiSoftmax:
         then the slowest decodings (LID-free runs every language's decoder)."""
         langs = tuple(cfg.languages)
         by_cost = ("vanilla", "onehot", "multisoftmax_lsp", "multisoftmax_lid", "multisoftmax")
-        jobs: list[Job] = [TrainJob(v, v, steps=cfg.variant_steps.get(v), cost=1.0)
-                           for v in by_cost]
+        steps = {v: cfg.variant_steps.get(v, cfg.train.max_steps) for v in by_cost}
+        jobs: list[Job] = [TrainJob(v, v, steps=cfg.variant_steps.get(v),
+                                    cost=steps[v] / cfg.train.max_steps)
+                           for v in sorted(by_cost, key=lambda v: -steps[v])]
         jobs += [TrainJob(f"mono_{lang}", "mono", (lang,), steps=cfg.mono_steps, cost=0.5)
                  for lang in langs]
         # Table 3: from Onehot the whole model continues on one language (its one-hot fixed);
