@@ -31,7 +31,7 @@ def test_variant_steps_set_the_updates_of_named_models_only():
 
 
 @pytest.mark.parametrize("steps, message", [({"mono": 5}, "not a multilingual model"),
-                                            ({"vanilla": 0}, "not a positive number"),
+                                            ({"vanilla": 0}, "variant_steps"),
                                             ({"onehot": 2.5}, "not a positive number")])
 def test_bad_variant_steps_are_refused(steps, message):
     with pytest.raises(ConfigError, match=message):

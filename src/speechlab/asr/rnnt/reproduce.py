@@ -76,7 +76,7 @@ class ReproduceConfig:
     mono_steps: int = ranged(300, ge=1)
     # Updates of individual multilingual models instead of train.max_steps (e.g. the demo gives
     # its few CPU minutes mostly to MS and MS LID, whose results it shows first).
-    variant_steps: dict[str, int] = field(default_factory=dict)
+    variant_steps: dict[str, int] = ranged(default_factory=dict, ge=1)
     finetune: TrainConfig = field(default_factory=TrainConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
