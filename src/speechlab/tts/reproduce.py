@@ -381,7 +381,7 @@ class SaladReproduction:
     name = "salad"
     title = "SALAD: self-attention linguistic-acoustic decoder vs. the LSTM baseline"
     scales = ("ci", "demo", "small")
-    demo_minutes = 4.0
+    demo_minutes = 3.0
     config_class = SaladConfig
 
     def prepare(self, cfg: SaladConfig, out: Path, corpus: Path | None, *, write: bool = True):

@@ -445,7 +445,7 @@ class MultiSoftmax:
     name = "multisoftmax"
     title = "Multi-softmax RNN-T"
     scales = ("ci", "demo", "small", "paper-shape")
-    demo_minutes = 8.0
+    demo_minutes = 10.0
     config_class = ReproduceConfig
 
     def prepare(self, cfg: ReproduceConfig, out: Path, corpus: Path | None, *,

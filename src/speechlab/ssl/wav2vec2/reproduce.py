@@ -392,7 +392,7 @@ class LocalAttention:
     name = "local-attention"
     title = "wav2vec 2.0: block-level attention diagnosis and local self-attention"
     scales = ("ci", "demo", "small")
-    demo_minutes = 4.0
+    demo_minutes = 3.0
     config_class = LocalAttentionConfig
 
     def prepare(self, cfg: LocalAttentionConfig, out: Path, corpus: Path | None, *,
