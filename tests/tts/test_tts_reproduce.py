@@ -97,3 +97,17 @@ def test_output_conv_reaches_the_salad_models_only():
     assert _output_conv(build_from_config(model_config(cfg, "big_rnn", 12))) == 0
     with pytest.raises(ConfigError, match="odd"):
         model_config(SaladConfig(models=cfg.models, output_conv=4), "big_salad", 12)
+
+
+def test_ransac_fit_recovers_a_planted_line_and_handles_few_points():
+    from speechlab.tts.reproduce import ransac_fit
+
+    x = [1.0, 5.0, 10.0, 20.0, 35.0]
+    y = [0.01 + 0.02 * s for s in x]
+    y[2] += 5.0  # one outlier RANSAC must ignore
+    slope, intercept = ransac_fit(x, y)
+    assert slope == pytest.approx(0.02, abs=1e-6) and intercept == pytest.approx(0.01, abs=1e-6)
+    assert ransac_fit([2.0, 4.0], [1.0, 2.0]) == pytest.approx((0.5, 0.0), abs=1e-9)
+    assert ransac_fit([4.0], [2.0]) == (0.5, 0.0)
+    with pytest.raises(ValueError):
+        ransac_fit([], [])

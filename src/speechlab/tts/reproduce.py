@@ -327,9 +327,19 @@ class LatencyCurve:
 
 
 def ransac_fit(x: Sequence[float], y: Sequence[float], seed: int = 0) -> tuple[float, float]:
-    """Slope and intercept of scikit-learn's RANSAC linear fit (robust to outliers)."""
+    """Slope and intercept of scikit-learn's RANSAC linear fit (robust to outliers).
+
+    RANSAC needs more points than a line has parameters: with two points the line goes through
+    both, with one it goes through the origin (no time for no output)."""
     from sklearn.linear_model import RANSACRegressor
 
+    if len(x) != len(y) or not len(x):
+        raise ValueError(f"ransac_fit needs equally many x and y, at least one: {len(x)}, {len(y)}")
+    if len(x) == 1:
+        return float(y[0]) / float(x[0]), 0.0
+    if len(x) == 2:
+        slope, intercept = np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)
+        return float(slope), float(intercept)
     X = np.asarray(x, dtype=np.float64)[:, None]
     fit = RANSACRegressor(random_state=seed).fit(X, np.asarray(y, dtype=np.float64))
     return float(fit.estimator_.coef_[0]), float(fit.estimator_.intercept_)
