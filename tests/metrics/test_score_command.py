@@ -114,3 +114,26 @@ def test_score_normalizes_unicode_unless_told_not_to(tmp_path, capsys):
     assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--num_resamples", "0",
                  "--normalization", "none"]) == 0
     assert "%WER 100.00 [ 3 / 3" in capsys.readouterr().out
+
+
+def test_baseline_gives_the_relative_reduction_and_its_paired_interval(files, tmp_path, capsys):
+    ref, hyp = files  # hyp: 3 errors in 8 reference words
+    base = tmp_path / "base.txt"
+    base.write_text("u1 a cat sat\nu2 in a mat\nu3 uh\nu4 नमस्ते\n", encoding="utf-8")  # 5 errors
+    out = tmp_path / "score.json"
+    assert _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--baseline", str(base),
+                 "--json", str(out), "--num_resamples", "300"]) == 0
+    printed = capsys.readouterr().out
+    assert "WERR vs. baseline: +40.00%" in printed  # 100 (5 - 3) / 5
+    doc = json.loads(out.read_text(encoding="utf-8"))["baseline"]
+    assert doc["errors"] == 5 and doc["reduction"] == pytest.approx(40.0)
+    # u1 and u2 carry the whole difference; resamples without them give 0, with only them 100.
+    assert 0.0 <= doc["ci"]["low"] <= 40.0 <= doc["ci"]["high"] <= 100.0
+
+
+def test_baseline_must_hold_the_same_utterances(files, tmp_path):
+    ref, hyp = files
+    base = tmp_path / "base.txt"
+    base.write_text("u1 a cat sat\nu2 in a mat\nu3 uh\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"base\.txt: 1 utterance id.*'u4'"):
+        _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--baseline", str(base)])

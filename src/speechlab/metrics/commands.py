@@ -7,6 +7,11 @@ the ``--cer`` switch are plain options; the scoring options (bootstrap level, re
 whether CER keeps spaces, Unicode normalisation) come from :class:`ScoreConfig` through
 ``speechlab.config``.
 
+``--baseline OTHER_HYP`` also scores a second system on the same references and prints the
+relative error reduction of ``--hyp`` against it (the papers' WERR / CERR, positive when
+``--hyp`` is better) with its paired-bootstrap interval (both systems' utterances resampled
+together), so that a difference between two systems comes with what the test set can resolve.
+
 Both files are put in Unicode NFC before scoring (``--normalization none`` turns that off):
 the same text with precomposed or combining characters is the same text (see
 :mod:`speechlab.metrics.error_rate`).
@@ -22,7 +27,7 @@ from typing import Literal
 from speechlab.config import add_config_args, check_fields, config_from_args, ranged, to_dict
 from speechlab.errors import DataError, where
 from speechlab.metrics.error_rate import ErrorRate, cer, wer
-from speechlab.metrics.stats import bootstrap_ci
+from speechlab.metrics.stats import bootstrap_ci, werr_interval
 from speechlab.utils import atomic_write_json
 
 
@@ -113,6 +118,22 @@ def run(args: argparse.Namespace) -> int:
         print(f"{100 * cfg.level:g}% CI (bootstrap over utterances, {cfg.num_resamples} "
               f"resamples): [{100 * low:.2f}, {100 * high:.2f}]")
         summary["ci"] = {"level": cfg.level, "low": low, "high": high}
+    if args.baseline is not None:
+        base = score_files(args.ref, args.baseline, char=args.cer, spaces=cfg.spaces,
+                           normalization=cfg.normalization)
+        name = "CERR" if args.cer else "WERR"
+        reduction = (100.0 * (base.wer - result.wer) / base.wer if base.errors > 0
+                     else float("nan"))
+        print(f"baseline {args.baseline}: {base}")
+        line = f"{name} vs. baseline: {reduction:+.2f}%"
+        summary["baseline"] = {"hyp": str(args.baseline), "rate": base.wer,
+                               "errors": base.errors, "reduction": reduction}
+        if cfg.num_resamples > 0:
+            low, high = werr_interval(base, result, level=cfg.level,
+                                      num_resamples=cfg.num_resamples, seed=cfg.seed)
+            line += f", {100 * cfg.level:g}% CI (paired bootstrap): [{low:+.2f}, {high:+.2f}]"
+            summary["baseline"]["ci"] = {"level": cfg.level, "low": low, "high": high}
+        print(line)
     if args.json is not None:
         summary.update(result.to_dict(per_utterance=True))
         atomic_write_json(args.json, summary)
@@ -126,6 +147,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--ref", type=Path, required=True, help="reference text (utt-id words...)")
     p.add_argument("--hyp", type=Path, required=True, help="hypothesis text (utt-id words...)")
     p.add_argument("--cer", action="store_true", help="character instead of word error rate")
+    p.add_argument("--baseline", type=Path, default=None, metavar="OTHER_HYP",
+                   help="a second hypothesis file: print the relative error reduction of "
+                   "--hyp against it (WERR/CERR) with its paired-bootstrap interval")
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="also write counts, interval and per-utterance details as JSON")
     add_config_args(p, ScoreConfig)
