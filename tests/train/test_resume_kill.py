@@ -52,7 +52,7 @@ def kill_when_training(proc: subprocess.Popen, out: Path, delay: float) -> bool:
 
 
 def strip_time(records):
-    return [{k: v for k, v in r.items() if k != "time"} for r in records]
+    return [{k: v for k, v in r.items() if k not in ("time", "data_time")} for r in records]
 
 
 def test_sigkill_at_random_moments_then_resume_matches_uninterrupted(tmp_path):

@@ -195,7 +195,7 @@ class CrashingToyTask(ToyTask):
 
 
 def without_time(records):
-    return [{k: v for k, v in r.items() if k != "time"} for r in records]
+    return [{k: v for k, v in r.items() if k not in ("time", "data_time")} for r in records]
 
 
 def test_resume_after_crash_is_exact(tmp_path):
@@ -315,3 +315,28 @@ def test_a_full_disk_while_logging_names_the_log(tmp_path):
     with pytest.raises(OSError) as e:
         log.write({"kind": "train", "step": 1})
     assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "log.jsonl")
+
+
+class SlowBatchesTask(LinearTask):
+    """A :class:`LinearTask` whose collation takes a planted 30 ms per batch."""
+
+    def collate(self, idx):
+        import time
+
+        time.sleep(0.03)
+        return super().collate(idx)
+
+
+def test_the_time_spent_waiting_for_batches_is_logged_and_survives_resume(tmp_path):
+    torch.manual_seed(0)
+    task = SlowBatchesTask([[1, 2, 3]] * 8)
+    result = Trainer(nn.Linear(3, 1, bias=False), task, cfg(max_steps=4), tmp_path).fit()
+    train = [r for r in read_log(result.log_path) if r["kind"] == "train"]
+    # Four updates, each waited at least 30 ms for its batch; waiting is part of the time.
+    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert all(0.03 * r["step"] <= r["data_time"] <= r["time"] for r in train)
+    # Resumed to 6 updates: the count goes on from the checkpoint instead of restarting.
+    task = SlowBatchesTask([[1, 2, 3]] * 8)
+    result = Trainer(nn.Linear(3, 1, bias=False), task, cfg(max_steps=6), tmp_path).fit()
+    last = [r for r in read_log(result.log_path) if r["kind"] == "train"][-1]
+    assert last["step"] == 6 and 0.18 <= last["data_time"] <= last["time"]

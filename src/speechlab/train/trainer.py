@@ -168,6 +168,9 @@ class _LoopState:
     consecutive_nonfinite: int = 0
     stopped: bool = False
     elapsed: float = 0.0
+    # Of ``elapsed``, the seconds spent waiting for the next batch (sampling and collation):
+    # the part of training that data loading keeps off the model.
+    data_time: float = 0.0
 
 
 class _Window:
@@ -276,7 +279,9 @@ class Trainer:
                 step = self.step + 1  # the update being attempted
                 if isinstance(self.task, StepAwareTask):
                     self.task.set_step(self.step)
+                fetch = time.monotonic()
                 batch = next(batches)
+                self.state.data_time += time.monotonic() - fetch
                 self.model.train()
                 loss, stats, weight = self.task.loss(model, batch)
 
@@ -375,6 +380,7 @@ class Trainer:
         # Task stats first so that a stat cannot overwrite the trainer's own fields.
         record = {**stats, "kind": "train", "step": step, **own, "lr": lr,
                   "time": round(self.state.elapsed, 3),
+                  "data_time": round(self.state.data_time, 3),
                   "nonfinite_batches": self.state.nonfinite_batches}
         self.log.write(record)
         if self.dist.is_main:
