@@ -66,3 +66,17 @@ def test_label_corpus_without_matching_files_is_refused(tmp_path):
 def test_festival_script_escapes_quotes(tmp_path):
     script = tc.festival_script([("u1", 'Say "hi" \\ now')], tmp_path)
     assert '(SynthText "Say \\"hi\\" \\\\ now")' in script
+
+
+def test_labels_that_do_not_match_the_wav_say_by_how_much(tmp_path):
+    import soundfile as sf
+
+    from speechlab.tts.labels import parse_labels
+
+    labels = parse_labels(["0 10000000 x^x-pau+x=x@x_x/A:0_0_0/B:x-x-x@x-x&x-x#x-x$x-x!x-x;x-x|x"],
+                          source="a.lab")  # one second
+    wav = tmp_path / "a.wav"
+    sf.write(wav, np.zeros(24000, dtype=np.float32), 16000)  # 1.5 s
+    with pytest.raises(DataError, match=r"a\.lab: labels end at 1\.000 s .*\(0\.500 s apart"):
+        tc.check_pair(wav, labels, tolerance=0.1)
+    assert tc.check_pair(wav, labels, tolerance=0.6) == pytest.approx(1.5)
