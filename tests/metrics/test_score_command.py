@@ -137,3 +137,9 @@ def test_baseline_must_hold_the_same_utterances(files, tmp_path):
     base.write_text("u1 a cat sat\nu2 in a mat\nu3 uh\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"base\.txt: 1 utterance id.*'u4'"):
         _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--baseline", str(base)])
+
+
+def test_a_perfect_baseline_has_no_relative_reduction(files, tmp_path):
+    ref, hyp = files
+    with pytest.raises(DataError, match=r"ref\.txt: the baseline makes no errors"):
+        _run(["score", "--ref", str(ref), "--hyp", str(hyp), "--baseline", str(ref)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import pytest
 import torch
@@ -321,8 +322,6 @@ class SlowBatchesTask(LinearTask):
     """A :class:`LinearTask` whose collation takes a planted 30 ms per batch."""
 
     def collate(self, idx):
-        import time
-
         time.sleep(0.03)
         return super().collate(idx)
 

@@ -3,10 +3,12 @@ determinism, interrupted builds; and the label-corpus reader's checks."""
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from speechlab.errors import DataError
 from speechlab.tts import corpus as tc
 from speechlab.tts.corpus import TtsCorpusConfig, load_tts_split, make_tts_corpus
+from speechlab.tts.labels import parse_labels
 
 SENTENCES = [f"sentence number {w} is here" for w in
              ("one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -69,10 +71,6 @@ def test_festival_script_escapes_quotes(tmp_path):
 
 
 def test_labels_that_do_not_match_the_wav_say_by_how_much(tmp_path):
-    import soundfile as sf
-
-    from speechlab.tts.labels import parse_labels
-
     labels = parse_labels(["0 10000000 x^x-pau+x=x@x_x/A:0_0_0/B:x-x-x@x-x&x-x#x-x$x-x!x-x;x-x|x"],
                           source="a.lab")  # one second
     wav = tmp_path / "a.wav"

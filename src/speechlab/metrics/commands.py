@@ -26,7 +26,7 @@ from typing import Literal
 
 from speechlab.config import add_config_args, check_fields, config_from_args, ranged, to_dict
 from speechlab.errors import DataError, where
-from speechlab.metrics.error_rate import ErrorRate, cer, wer
+from speechlab.metrics.error_rate import ErrorRate, cer, wer, werr
 from speechlab.metrics.stats import bootstrap_ci, werr_interval
 from speechlab.utils import atomic_write_json
 
@@ -122,8 +122,10 @@ def run(args: argparse.Namespace) -> int:
         base = score_files(args.ref, args.baseline, char=args.cer, spaces=cfg.spaces,
                            normalization=cfg.normalization)
         name = "CERR" if args.cer else "WERR"
-        reduction = (100.0 * (base.wer - result.wer) / base.wer if base.errors > 0
-                     else float("nan"))
+        if base.errors == 0:
+            raise DataError(f"{args.baseline}: the baseline makes no errors, so there is no "
+                            f"relative {name} against it")
+        reduction = werr(base.wer, result.wer)
         print(f"baseline {args.baseline}: {base}")
         line = f"{name} vs. baseline: {reduction:+.2f}%"
         summary["baseline"] = {"hyp": str(args.baseline), "rate": base.wer,
