@@ -119,3 +119,18 @@ def test_custom_question_file_gives_its_own_dims():
     labels = parse_labels(["0 100000 x^sil-iy+t=er@1_2/A:", "100000 150000 sil^iy-t+er=n@2_1/A:"])
     x = frame_features(labels, q, max_duration=2)
     assert x.shape == (3, 4) and x[:, 0].tolist() == [1, 1, 0] and x[:, 1].tolist() == [1, 1, 2]
+
+
+def test_the_vocoder_imports_quietly():
+    """pysptk's import of pkg_resources warns on every process start; speechlab's own use of it
+    must not put that notice in front of a user (run in a fresh interpreter: the module cache
+    would hide it here)."""
+    import subprocess
+    import sys
+
+    code = ("from speechlab.tts.acoustic import _warping, synthesize; import numpy as np; "
+            "_warping(64); synthesize(np.zeros((4, 43)))")
+    proc = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", code],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "pkg_resources" not in proc.stderr

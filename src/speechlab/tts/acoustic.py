@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +40,16 @@ LF0, BAP, VUV = 40, 41, 42
 UNVOICED_LOG_F0 = math.log(100.0)
 
 
+def _pysptk():
+    """pysptk, imported without the deprecation notice of its ``pkg_resources`` import (the
+    project pins setuptools<81 for it; the notice asks nothing of a speechlab user)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="pkg_resources is deprecated",
+                                category=UserWarning)
+        import pysptk
+    return pysptk
+
+
 def interpolate_log_f0(f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(T,) F0 in Hz (0 unvoiced) -> (log-F0 interpolated through unvoiced frames, U/V flag)."""
     voiced = f0 > 0
@@ -53,8 +64,7 @@ def interpolate_log_f0(f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _warping(fft_size: int) -> np.ndarray:
     """(fft_size, 40) matrix of pysptk's ``freqt``: the all-pass frequency warping of a
     cepstrum is linear, so warping every frame is one matrix product."""
-    import pysptk
-
+    pysptk = _pysptk()
     eye = np.eye(fft_size)
     return np.stack([pysptk.freqt(eye[k], MCEP_ORDER, ALPHA) for k in range(fft_size)])
 
@@ -98,8 +108,9 @@ def f0_of(frames: np.ndarray) -> np.ndarray:
 
 def synthesize(frames: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """(T, 43) acoustic frames -> float32 waveform in [-1, 1] (WORLD)."""
-    import pysptk
     import pyworld
+
+    pysptk = _pysptk()
 
     frames = np.asarray(frames, dtype=np.float64)
     fft_size = pyworld.get_cheaptrick_fft_size(sample_rate)
