@@ -90,7 +90,24 @@ def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
     assert models == ["Orig", "L_B1-12", "L_B2-12", "L_B6-11", "L_B2-5"]
     assert [r[2] for r in t1.rows[:3]] == ["None", "4", "16"]
     assert [r[1] for r in t1.rows if r[0]][:3] == ["none", "1-2", "2"]
-    assert all(0 <= v for r in t1.rows for v in r[3:])
+    assert all(0 <= v for r in t1.rows for v in r[3:7])
+    # Orig is the WERR baseline; every other row has its reduction and interval, recomputed
+    # here from the hypothesis files the run wrote.
+    assert all(r[7] is None and r[8] is None for r in t1.rows[:3])
+    from speechlab.metrics import wer, werr
+
+    def read(path):
+        return dict(line.rstrip("\n").split(" ", 1) for line in path.read_text().splitlines())
+
+    ref = read(out / "hyps" / "ref.txt")
+    ids = sorted(ref)
+    for row, beam in zip(t1.rows[3:6], ["viterbi", "beam4", "beam16"]):
+        base, hyp = read(out / "hyps" / f"Orig_{beam}.txt"), read(out / "hyps" / f"L_B1-12_{beam}.txt")
+        b, h = (wer([ref[i] for i in ids], [x[i] for i in ids]) for x in (base, hyp))
+        if b.wer > 0:
+            assert row[7] == pytest.approx(werr(b.wer, h.wer))
+            low, high = (float(v) for v in row[8].strip("[]").split(","))
+            assert low - 0.05 <= row[7] <= high + 0.05  # the interval is printed to 0.1
     assert (out / "diagnosis_fig2.png").is_file()
     # a rerun trains nothing again
     ckpt = out / "models" / "Orig" / "best.pt"

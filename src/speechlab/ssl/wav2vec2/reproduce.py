@@ -426,13 +426,24 @@ class LocalAttention:
 
 def local_attention_results(cfg: LocalAttentionConfig, data: LocalAttentionData, decoded,
                             out: Path, scale: str):
-    """Table 1 (WER per model and decoding, and CER), the diagnosis table and Fig. 2."""
-    from speechlab.experiment.scoring import training_table
-    from speechlab.metrics import cer, wer
+    """Table 1 (WER per model and decoding, and CER; each model's test WER reduction against
+    Orig at the same decoding with its paired-bootstrap 95% interval), the diagnosis table and
+    Fig. 2; every test hypothesis goes to ``hyps/<model>_<decoding>.txt`` (``speechlab score``
+    reads them)."""
+    from speechlab.experiment.scoring import Scored, training_table, write_hyps
+    from speechlab.metrics import cer, wer, werr, werr_interval
     from speechlab.report import Figure, Results, Table
 
     refs = {"dev": data.dev, "test": data.test}
-    rows = []
+    ids = {s: [u.id for u in refs[s]] for s in refs}
+
+    def rates(by_split, split):
+        r, h = [u.text for u in refs[split]], [by_split[split].get(i, "") for i in ids[split]]
+        return wer(r, h, ids=ids[split]), cer(r, h, ids=ids[split])
+
+    orig = decoded.get("Orig")  # the baseline of the WERR column, at each decoding
+    orig_test = {k: rates(v, "test")[0] for k, v in orig.hyps.items()} if orig else {}
+    rows, systems = [], {}
     for name in cfg.variants:
         d = decoded.get(name)
         if d is None:
@@ -441,16 +452,28 @@ def local_attention_results(cfg: LocalAttentionConfig, data: LocalAttentionData,
             row: list = [name if decoding == "None" else "",
                          (format_blocks(d.blocks) or "none") if decoding == "None" else "",
                          decoding]
-            for s in ("dev", "test"):
-                r = [u.text for u in refs[s]]
-                h = [by_split[s].get(u.id, "") for u in refs[s]]
-                row += [100 * wer(r, h).wer, 100 * cer(r, h).wer]
+            (dev_w, dev_c), (test_w, test_c) = rates(by_split, "dev"), rates(by_split, "test")
+            row += [100 * dev_w.wer, 100 * dev_c.wer, 100 * test_w.wer, 100 * test_c.wer]
+            base = orig_test.get(decoding)
+            if name == "Orig" or base is None or base.wer <= 0:
+                row += [None, None]
+            else:
+                low, high = werr_interval(base, test_w)
+                row += [werr(base.wer, test_w.wer), f"[{low:+.1f}, {high:+.1f}]"]
             rows.append(row)
-    cols = ["Model", "LMSAB blocks", "Beam", "Dev WER", "Dev CER", "Test WER", "Test CER"]
+            label = "viterbi" if decoding == "None" else f"beam{decoding}"
+            systems[f"{name}_{label}"] = Scored(dict(by_split["test"]), {"en": test_w},
+                                                {"en": test_c})
+    if systems:
+        write_hyps(out / "hyps", data.test, systems)
+    cols = ["Model", "LMSAB blocks", "Beam", "Dev WER", "Dev CER", "Test WER", "Test CER",
+            "Test WERR", "WERR 95% CI"]
     t1 = Table("table1", "WER and CER [%] per model and decoding (Table 1): Viterbi (None) and "
                "CTC beam search with the word n-gram LM at each beam (LM weight chosen on dev at "
-               "the first beam, so dev rows with an LM are tuned on).", cols, rows,
-               formats={c: "{:.1f}" for c in cols[3:]})
+               "the first beam, so dev rows with an LM are tuned on). Test WERR: relative test "
+               "WER reduction against Orig at the same decoding [%] (positive: better than "
+               "Orig), with its paired-bootstrap 95% interval over the test utterances.",
+               cols, rows, formats={c: "{:.1f}" for c in cols[3:8]})
     tables, figures = [t1], []
     diag = decoded.get(DIAGNOSIS)
     if diag is not None:
