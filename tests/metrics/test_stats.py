@@ -6,6 +6,7 @@ import math
 import random
 
 import kaldialign
+import numpy as np
 import pytest
 
 from speechlab.errors import DataError
@@ -135,3 +136,22 @@ def test_werr_interval_refuses_different_utterances():
     b = wer(refs, hyps, ids=[f"v{i}" for i in range(10)])
     with pytest.raises(DataError, match="same, named utterances"):
         werr_interval(a, b)
+
+
+def test_mean_difference_interval_planted_shift_and_brute_force():
+    from speechlab.metrics import mean_difference_interval
+
+    rng = np.random.default_rng(3)
+    counts = rng.integers(5, 50, size=20).astype(float)
+    base = rng.uniform(3.0, 6.0, size=20) * counts
+    # A system exactly 0.4 dB per frame worse on every frame: every replicate says 0.4.
+    low, high = mean_difference_interval(base, base + 0.4 * counts, counts)
+    assert low == pytest.approx(0.4) and high == pytest.approx(0.4)
+    # Against a direct loop over the same seeded draws.
+    system = rng.uniform(3.0, 6.0, size=20) * counts
+    draws = np.random.default_rng(0).integers(0, 20, size=(200, 20))
+    want = [(system[i].sum() - base[i].sum()) / counts[i].sum() for i in draws]
+    got = mean_difference_interval(base, system, counts, num_resamples=200, seed=0)
+    assert got == pytest.approx(tuple(np.quantile(want, [0.025, 0.975])))
+    with pytest.raises(DataError, match="one length"):
+        mean_difference_interval(base, system[:5], counts)

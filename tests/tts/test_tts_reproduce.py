@@ -31,7 +31,17 @@ def test_tables_figures_and_sounds(run):
                                               "Big RNN", "Big SALAD", "Big SALAD"]
     assert all(np.isfinite(r[5]) and r[5] > 0 for r in t2["rows"][1:])
     # F0 spread: the recordings' and every system's, over voiced frames
-    assert t2["columns"][-1] == "F0 σ [Hz]" and all(r[-1] > 0 for r in t2["rows"])
+    assert t2["columns"][8] == "F0 σ [Hz]" and all(r[8] > 0 for r in t2["rows"])
+    # each SALAD row against the RNN of its size: the MCD gap and an interval around it
+    rows = {(r[0], r[3]): r for r in t2["rows"]}
+    for size in ("Small", "Big"):
+        rnn = rows[(f"{size} RNN", "-")]
+        assert rnn[9] is None and rnn[10] is None
+        for attn in ("whole utterance", "40-frame windows"):
+            salad = rows[(f"{size} SALAD", attn)]
+            assert salad[9] == pytest.approx(salad[5] - rnn[5])
+            low, high = (float(v) for v in salad[10].strip("[]").split(","))
+            assert low - 0.005 <= salad[9] <= high + 0.005
     assert " of 6 model rows beat the phone-mean baseline" in json.dumps(results)
     t3 = tables["table3"]
     # tiny models on four inputs: timing noise, so only a finite fit per model is asked for

@@ -16,7 +16,8 @@ from speechlab.metrics.lid import (
     script_of,
     utterance_lid_accuracy,
 )
-from speechlab.metrics.stats import PairedBootstrap, bootstrap_ci, paired_bootstrap, werr_interval
+from speechlab.metrics.stats import (PairedBootstrap, bootstrap_ci, mean_difference_interval,
+                                     paired_bootstrap, werr_interval)
 
 __all__ = [
     "ErrorRate",
@@ -34,5 +35,6 @@ __all__ = [
     "wer",
     "werr",
     "werr_interval",
+    "mean_difference_interval",
     "word_weighted_average",
 ]

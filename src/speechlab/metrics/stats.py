@@ -9,6 +9,8 @@ difference than two independent intervals would.
 
 Both take :class:`~speechlab.metrics.error_rate.ErrorRate` objects returned by ``wer``/``cer``
 (they need its ``per_utterance`` entries) and a ``seed``, so a report is reproducible.
+:func:`mean_difference_interval` does the same paired resampling for a pooled per-frame mean
+such as MCD, from each utterance's summed values and frame count.
 """
 
 from __future__ import annotations
@@ -166,3 +168,32 @@ def werr_interval(baseline: ErrorRate, system: ErrorRate, *, level: float = 0.95
         with np.errstate(divide="ignore", invalid="ignore"):
             samples.append(np.where(b > 0, 100.0 * (b - s) / b, np.nan))
     return _interval(np.concatenate(samples), level)
+
+
+def mean_difference_interval(baseline_sums, system_sums, counts, *, level: float = 0.95,
+                             num_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Paired percentile-bootstrap interval of ``system - baseline`` for a pooled per-frame
+    mean such as MCD (e.g. dB per frame).
+
+    Per utterance ``i``: ``baseline_sums[i]`` and ``system_sums[i]`` are the sums of the
+    per-frame values over its ``counts[i]`` frames (the same frames for both systems). Each
+    replicate resamples utterances with replacement and takes the difference of the two pooled
+    means (resampled sums / resampled frames), so utterances, not frames, are the independent
+    units, as in :func:`paired_bootstrap`. Positive: the system's mean is higher.
+    """
+    _check_options(level, num_resamples)
+    base = np.asarray(baseline_sums, dtype=np.float64)
+    sys_ = np.asarray(system_sums, dtype=np.float64)
+    n = np.asarray(counts, dtype=np.float64)
+    if not (base.shape == sys_.shape == n.shape) or base.ndim != 1:
+        raise DataError(f"mean_difference_interval: per-utterance sums {base.shape} and "
+                        f"{sys_.shape} and frame counts {n.shape} must be 1-D of one length")
+    if base.size == 0 or n.sum() <= 0:
+        raise DataError("mean_difference_interval: no frames to resample")
+    diffs = []
+    for idx in _resample_indices(base.size, num_resamples, seed):
+        frames = n[idx].sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            diffs.append(np.where(frames > 0, (sys_[idx].sum(axis=1) - base[idx].sum(axis=1))
+                                  / np.maximum(frames, 1), np.nan))
+    return _interval(np.concatenate(diffs), level)

@@ -40,14 +40,16 @@ LF0, BAP, VUV = 40, 41, 42
 UNVOICED_LOG_F0 = math.log(100.0)
 
 
-def _pysptk():
-    """pysptk, imported without the deprecation notice of its ``pkg_resources`` import (the
-    project pins setuptools<81 for it; the notice asks nothing of a speechlab user)."""
+def _quiet_import(name: str):
+    """The module ``name`` (pysptk, pyworld), imported without the deprecation notice of their
+    ``pkg_resources`` import (the project pins setuptools<81 for them; the notice asks nothing
+    of a speechlab user)."""
+    import importlib
+
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="pkg_resources is deprecated",
                                 category=UserWarning)
-        import pysptk
-    return pysptk
+        return importlib.import_module(name)
 
 
 def interpolate_log_f0(f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +66,7 @@ def interpolate_log_f0(f0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _warping(fft_size: int) -> np.ndarray:
     """(fft_size, 40) matrix of pysptk's ``freqt``: the all-pass frequency warping of a
     cepstrum is linear, so warping every frame is one matrix product."""
-    pysptk = _pysptk()
+    pysptk = _quiet_import("pysptk")
     eye = np.eye(fft_size)
     return np.stack([pysptk.freqt(eye[k], MCEP_ORDER, ALPHA) for k in range(fft_size)])
 
@@ -81,8 +83,7 @@ def analyse(wav: np.ndarray, sample_rate: int = SAMPLE_RATE,
             num_frames: int | None = None) -> np.ndarray:
     """(samples,) float waveform -> (T, 43) float32 acoustic frames; with ``num_frames`` the
     result is cut or edge-padded to that many frames (the labels' count)."""
-    import pyworld
-
+    pyworld = _quiet_import("pyworld")
     if sample_rate != SAMPLE_RATE:
         raise DataError(f"WORLD analysis here runs at {SAMPLE_RATE} Hz, got {sample_rate} Hz; "
                         "resample the audio")
@@ -108,9 +109,7 @@ def f0_of(frames: np.ndarray) -> np.ndarray:
 
 def synthesize(frames: np.ndarray, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
     """(T, 43) acoustic frames -> float32 waveform in [-1, 1] (WORLD)."""
-    import pyworld
-
-    pysptk = _pysptk()
+    pyworld, pysptk = _quiet_import("pyworld"), _quiet_import("pysptk")
 
     frames = np.asarray(frames, dtype=np.float64)
     fft_size = pyworld.get_cheaptrick_fft_size(sample_rate)

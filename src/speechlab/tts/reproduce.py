@@ -186,6 +186,8 @@ class SaladDecoding:
     wavs: list[str]
     epochs: float
     output_conv: int = 0
+    # Per attention mode, each test utterance's summed per-frame MCD (for paired intervals).
+    mcd_sums: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _write_wav(path: Path, wav: np.ndarray) -> None:
@@ -206,18 +208,19 @@ def decode_model(cfg: SaladConfig, data, role: str, out: Path) -> SaladDecoding:
     from speechlab.experiment.trained import load_trained
     from speechlab.tts.acoustic import f0_of, synthesize
     from speechlab.tts.model import num_parameters
-    from speechlab.tts.task import predict, score
+    from speechlab.tts.task import mcd_sums, predict, score
 
     model = load_trained(out / "models" / role)
     refs = [u.y for u in data.test]
     modes = {"full": None}
     if cfg.models[role].endswith("salad"):
         modes["window"] = cfg.task.window
-    scores, preds = {}, {}
+    scores, preds, sums = {}, {}, {}
     f0s = {}
     for mode, window in modes.items():
         preds[mode] = predict(model, data.test, window=window)
         scores[mode] = score(refs, preds[mode], data.outputs).to_dict()
+        sums[mode] = mcd_sums(refs, preds[mode], data.outputs)
         f0s[mode] = np.concatenate([f0_of(data.outputs.inverse(p)) for p in preds[mode]])
         scores[mode]["f0_std"] = _voiced_std(f0s[mode])
     main_mode = "window" if "window" in preds else "full"
@@ -231,7 +234,7 @@ def decode_model(cfg: SaladConfig, data, role: str, out: Path) -> SaladDecoding:
     steps = _last_step(out / "models" / role)
     return SaladDecoding(role, cfg.models[role], num_parameters(model), scores, f0[f0 > 0], wavs,
                          steps / math.ceil(per_epoch) if per_epoch else 0.0,
-                         _output_conv(model))
+                         _output_conv(model), sums)
 
 
 def _output_conv(model) -> int:
@@ -421,6 +424,7 @@ ROW_NAMES = {"small_rnn": "Small RNN", "small_salad": "Small SALAD", "big_rnn": 
 def salad_results(cfg: SaladConfig, data, decoded, out: Path, scale: str):
     """Table 2, Fig. 2, Fig. 3, Table 3, the listening examples and the training table."""
     from speechlab.experiment.scoring import training_table
+    from speechlab.metrics import mean_difference_interval
     from speechlab.report import Figure, Results, Table
     from speechlab.report.plots import _new_figure, _save
     from speechlab.tts.acoustic import f0_of, synthesize
@@ -432,26 +436,37 @@ def salad_results(cfg: SaladConfig, data, decoded, out: Path, scale: str):
     truth = np.concatenate([f0_of(data.outputs.inverse(r)) for r in refs])
     base_f0 = np.concatenate([f0_of(data.outputs.inverse(p)) for p in base_pred])
     cols = ["Model", "Preset", "#Params", "Attention", "Epochs", "MCD [dB]", "F0 [Hz]", "A [%]",
-            "F0 σ [Hz]"]
-    rows = [["Ground truth", "-", None, "-", None, None, None, None, _voiced_std(truth)],
+            "F0 σ [Hz]", "MCD - RNN [dB]", "95% CI"]
+    rows = [["Ground truth", "-", None, "-", None, None, None, None, _voiced_std(truth), None,
+             None],
             ["Phone-mean baseline", "-", None, "-", None, baseline.mcd, baseline.f0_rmse,
-             100 * baseline.vuv, _voiced_std(base_f0)]]
+             100 * baseline.vuv, _voiced_std(base_f0), None, None]]
+    frames = [len(r) for r in refs]
     for role in ROLES:
         d = decoded.get(role)
         if d is None:
             continue
+        rnn = decoded.get(role.replace("salad", "rnn")) if role.endswith("salad") else None
         for mode, s in d.scores.items():
             attn = "-" if role.endswith("rnn") else (
                 "whole utterance" if mode == "full" else f"{cfg.task.window}-frame windows")
+            gap: list = [None, None]
+            if rnn is not None and mode in d.mcd_sums and "full" in rnn.mcd_sums:
+                low, high = mean_difference_interval(rnn.mcd_sums["full"], d.mcd_sums[mode],
+                                                     frames)
+                gap = [s["mcd"] - rnn.scores["full"]["mcd"], f"[{low:+.2f}, {high:+.2f}]"]
             rows.append([ROW_NAMES[role] + (f" + conv{d.output_conv}" if d.output_conv else ""),
                          d.preset, d.params, attn, d.epochs, s["mcd"], s["f0_rmse"],
-                         100 * s["vuv"], s.get("f0_std", math.nan)])
+                         100 * s["vuv"], s.get("f0_std", math.nan), *gap])
     t2 = Table("table2", "Objective results on the test set (Table 2): mel-cepstral distortion "
                "(c0 excluded), F0 RMSE on frames voiced in both, voiced/unvoiced accuracy, "
                "and the spread (standard deviation) of F0 over each system's voiced frames, "
-               "which over-smoothing shrinks (the recordings' on the first row).",
+               "which over-smoothing shrinks (the recordings' on the first row). MCD - RNN: a "
+               "SALAD row's MCD minus that of the RNN of its size (positive: SALAD worse), with "
+               "its paired-bootstrap 95% interval over the test utterances.",
                cols, rows, formats={"#Params": "{:,}", "Epochs": "{:.1f}", "MCD [dB]": "{:.2f}",
-                                    "F0 [Hz]": "{:.2f}", "A [%]": "{:.1f}", "F0 σ [Hz]": "{:.1f}"})
+                                    "F0 [Hz]": "{:.2f}", "A [%]": "{:.1f}", "F0 σ [Hz]": "{:.1f}",
+                                    "MCD - RNN [dB]": "{:+.2f}"})
     figures = []
     # Fig. 2: F0 histograms of ground truth, Big RNN and Big SALAD.
     hist = {"ground truth": truth[truth > 0]}

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from speechlab.config import check_fields, ranged
-from speechlab.metrics.tts import f0_rmse, mcd, vuv_accuracy
+from speechlab.metrics.tts import f0_rmse, mcd, mcd_per_frame, vuv_accuracy
 from speechlab.tts.acoustic import MCEP, OutputNormalizer, f0_of
 from speechlab.tts.batching import StreamBatch, StreamBatches
 from speechlab.tts.features import TtsUtteranceData
@@ -91,6 +91,15 @@ def score(refs: Sequence[np.ndarray], hyps: Sequence[np.ndarray],
     ref_f0, hyp_f0 = f0_of(ref), f0_of(hyp)
     return Scores(mcd(ref[:, MCEP], hyp[:, MCEP]), f0_rmse(ref_f0, hyp_f0),
                   vuv_accuracy(ref_f0, hyp_f0))
+
+
+def mcd_sums(refs: Sequence[np.ndarray], hyps: Sequence[np.ndarray],
+             outputs: OutputNormalizer) -> np.ndarray:
+    """(utterances,) the sum of the per-frame MCD [dB] of each utterance (normalized
+    predictions against normalized targets): with the frame counts, what a paired bootstrap of
+    the pooled MCD resamples (``speechlab.metrics.mean_difference_interval``)."""
+    return np.array([mcd_per_frame(outputs.inverse(r)[:, MCEP], outputs.inverse(h)[:, MCEP]).sum()
+                     for r, h in zip(refs, hyps, strict=True)])
 
 
 class TtsTask:
