@@ -22,10 +22,23 @@ from speechlab.experiment.papers import PAPERS, get_paper
 log = logging.getLogger(__name__)
 
 
+def _overrides(args: argparse.Namespace) -> list[str]:
+    """``--set`` values, plus what the named switches stand for."""
+    from speechlab.errors import ConfigError
+
+    if not args.no_stateful:
+        return list(args.set)
+    if args.paper != "salad":
+        raise ConfigError(f"--no-stateful is a switch of the salad paper's batches; "
+                          f"{args.paper} has no stateful batches")
+    return [*args.set, "task.stateful=false"]
+
+
 def _run_reproduce(args: argparse.Namespace) -> int:
     from speechlab.experiment.runner import load_run, reproduce
 
-    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config, args.set)
+    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config,
+                   _overrides(args))
     reproduce([run], jobs=args.jobs)
     print(run.out)
     return 0
@@ -34,7 +47,8 @@ def _run_reproduce(args: argparse.Namespace) -> int:
 def _run_train(args: argparse.Namespace) -> int:
     from speechlab.experiment.runner import load_run, train_one
 
-    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config, args.set)
+    run = load_run(get_paper(args.paper), args.scale, args.out, args.corpus, args.config,
+                   _overrides(args))
     model_dir = train_one(run, args.model)
     if model_dir is not None:
         print(model_dir)
@@ -72,6 +86,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="a recipe YAML to use instead of the scale's (speechlab/recipes/<paper>/<scale>.yaml)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
                    help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0")
+    p.add_argument("--no-stateful", action="store_true",
+                   help="salad: shuffle the training windows instead of the paper's stateful "
+                   "streams (state and position carried between batches); the same as "
+                   "--set task.stateful=false")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -102,7 +102,8 @@ def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
     ref = read(out / "hyps" / "ref.txt")
     ids = sorted(ref)
     for row, beam in zip(t1.rows[3:6], ["viterbi", "beam4", "beam16"]):
-        base, hyp = read(out / "hyps" / f"Orig_{beam}.txt"), read(out / "hyps" / f"L_B1-12_{beam}.txt")
+        base = read(out / "hyps" / f"Orig_{beam}.txt")
+        hyp = read(out / "hyps" / f"L_B1-12_{beam}.txt")
         b, h = (wer([ref[i] for i in ids], [x[i] for i in ids]) for x in (base, hyp))
         if b.wer > 0:
             assert row[7] == pytest.approx(werr(b.wer, h.wer))

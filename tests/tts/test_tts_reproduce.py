@@ -121,3 +121,19 @@ def test_ransac_fit_recovers_a_planted_line_and_handles_few_points():
     assert ransac_fit([4.0], [2.0]) == (0.5, 0.0)
     with pytest.raises(ValueError):
         ransac_fit([], [])
+
+
+def test_no_stateful_switch_trains_on_shuffled_windows(run, tmp_path, capsys):
+    import yaml
+
+    out = tmp_path / "run"
+    argv = ["train", "salad", "big_rnn", "--scale", "ci", "--out", str(out), "--corpus",
+            str(run / "corpus"), "--no-stateful"]
+    assert main(argv) == 0
+    assert yaml.safe_load((out / "config.yaml").read_text())["task"]["stateful"] is False
+    assert (out / "models" / "big_rnn" / "log.jsonl").is_file()
+    capsys.readouterr()
+    assert main(["train", "multisoftmax", "multisoftmax", "--scale", "ci", "--out",
+                 str(tmp_path / "other"), "--no-stateful"]) != 0
+    assert "--no-stateful is a switch of the salad paper" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
