@@ -7,6 +7,7 @@ enumeration of token sequences, and OpenFst's composition (``kaldifst.compose``)
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import kaldifst
@@ -67,7 +68,7 @@ def test_the_eight_topologies_of_the_table():
         "S2-T2": (2, 2, (1,), ()),
         "S2-T2★": (2, 2, (0, 1), ()),
         "S3-T2": (3, 2, (1,), ((0, 2),)),
-        "S3-T2★": (3, 2, (0, 1), ((0, 2),)),
+        "S3-T2★": (3, 2, (1, 2), ((0, 2),)),
         "S3-T2★★": (3, 2, (0, 1, 2), ((0, 2),)),
     }
     assert set(topology.TOPOLOGIES) == set(table)
@@ -256,3 +257,69 @@ def test_columns_move_the_blank_and_keep_phone_tokens_in_order():
     assert graph.columns(topo, 2).tolist() == [0, 1, 2, 3, 4]
     assert graph.columns(topo, 2, blank=4).tolist() == [4, 0, 1, 2, 3]
     assert graph.columns(topo, 2, blank=2).tolist() == [2, 0, 1, 3, 4]
+
+
+# ------------------------------------------------------------------------------------------
+# Against the authors' token FSTs
+
+# The per-phone token language of each of the authors' published token FSTs (the Waterfall
+# recipes' ``ctc mmictc mmictc-1 2state 2state-1 3state-skip 3state-skip-1 3state-skip-2``, in
+# the order of the paper's tables), written as regular expressions over the phone's states
+# a, b, c (= p0, p1, p2), independently of ``topology.py``. Between phones and at both ends an
+# optional run of blanks ("_"); under CTC a phone cannot follow itself without one.
+AUTHORS = {
+    "S1-T1": "a+",
+    "S2-T1": "ab*",
+    "S2-T1★": "a+b*",
+    "S2-T2★": "a+b+",
+    "S2-T2": "ab+",
+    "S3-T2": "ab*c",
+    "S3-T2★": "ab*c+",  # 3state-skip-1: the extra self-loop on the last state
+    "S3-T2★★": "a+b*c+",
+}
+
+
+def authors_accept(name: str, tokens: tuple[int, ...], phones: list[int]) -> bool:
+    """Whether the authors' topology reads ``tokens`` (topology token ids) with output
+    ``phones``: spell each token as "_" or (phone, state letter) and match one regex."""
+    import re
+
+    x = topology.get(name).states
+    spelled = "".join("_" if t == 0 else f"<{(t - 1) // x + 1}>{'abc'[(t - 1) % x]}"
+                      for t in tokens)
+    unit = AUTHORS[name].replace("a", "{p}a").replace("b", "{p}b").replace("c", "{p}c")
+    # Group each repeated state letter with its phone tag: "{p}a+" means one or more "<p>a".
+    unit = re.sub(r"\{p\}([abc])([+*]?)", r"(?:{p}\1)\2", unit)
+    parts = [unit.format(p=re.escape(f"<{p}>")) for p in phones]
+    if not parts:
+        return re.fullmatch("_*", spelled) is not None
+    seps = ["_*"] + [("_+" if name == "S1-T1" and phones[i] == phones[i + 1] else "_*")
+                     for i in range(len(phones) - 1)] + ["_*"]
+    pattern = seps[0] + "".join(part + sep for part, sep in zip(parts, seps[1:]))
+    return re.fullmatch(pattern, spelled) is not None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_path_sets_equal_the_authors_token_fsts(name):
+    """Every token sequence over 2 and 3 phones, as long as there are at most 6,000 of a
+    length (5-7 frames over 2 phones): T accepts it with output y exactly when the authors'
+    topology does, for every y of up to 3 phones."""
+    for num_phones in (2, 3):
+        t_graph = topology.arcs(name, num_phones)
+        vocab = topology.num_tokens(name, num_phones)
+        transcripts = [list(y) for n in range(4)
+                       for y in itertools.product(range(1, num_phones + 1), repeat=n)]
+        for frames in range(int(np.log(6000) / np.log(vocab)) + 1):
+            seqs = token_sequences(vocab, frames)
+            for phones in transcripts:
+                ours = count_paths(t_graph, seqs, phones) > 0
+                theirs = np.array([authors_accept(name, tuple(s), phones) for s in seqs])
+                assert np.array_equal(ours, theirs), (name, phones, seqs[ours != theirs][:3])
+
+
+def test_s3_t2_star_is_a0_a1star_a2plus():
+    """The issue's cases: S3-T2★ rejects a0 a0 a2 and accepts a0 a2 a2."""
+    t_graph = topology.arcs("S3-T2★", 1)
+    three = np.array([[1, 1, 3], [1, 3, 3], [1, 2, 3]])
+    assert (count_paths(t_graph, three, [1]) > 0).tolist() == [False, True, True]
+    assert count_paths(t_graph, np.array([[1, 2, 2, 3, 3]]), [1]).tolist() == [1]

@@ -73,7 +73,8 @@ TOPOLOGIES: dict[str, Topology] = {t.name: t for t in (
     Topology("S2-T2★", 2, 2, loops=(0, 1)),
     Topology("S2-T2", 2, 2, loops=(1,)),
     Topology("S3-T2", 3, 2, loops=(1,), skips=((0, 2),)),
-    Topology("S3-T2★", 3, 2, loops=(0, 1), skips=((0, 2),)),
+    # The authors' ``3state-skip-1``: the extra self-loop is on the last state, a0 a1* a2+.
+    Topology("S3-T2★", 3, 2, loops=(1, 2), skips=((0, 2),)),
     Topology("S3-T2★★", 3, 2, loops=(0, 1, 2), skips=((0, 2),)),
 )}
 
