@@ -189,8 +189,33 @@ def test_sampler_config_errors():
         BucketBatches(10)
     with pytest.raises(ConfigError, match="durations"):
         BucketBatches(10, max_frames=5)
-    with pytest.raises(DataError, match="ranks"):
-        next(BucketBatches(3, batch_size=4, world_size=2))
+    with pytest.raises(DataError, match="1 items make fewer batches than the 2 ranks"):
+        next(BucketBatches(1, batch_size=4, world_size=2))
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_items_that_fit_in_fewer_batches_than_ranks_are_split_so_every_rank_has_one(world_size):
+    # 4 items of one language fit one batch; with 2-4 ranks each rank still gets a batch,
+    # the shards stay disjoint, and no batch grows past the limits.
+    durations = [100.0, 120.0, 90.0, 110.0]
+    shards = []
+    for rank in range(world_size):
+        s = LanguageBatches(["en"] * 4, durations=durations, max_frames=3000, batch_size=8,
+                            seed=3, rank=rank, world_size=world_size)
+        b = next(s)
+        assert b.language == "en" and 1 <= len(b.indices) <= 8
+        assert len(b.indices) * max(durations[i] for i in b.indices) <= 3000
+        shards.append(set(b.indices))
+    for a in range(world_size):
+        for c in range(a + 1, world_size):
+            assert not shards[a] & shards[c]
+    assert len(set().union(*shards)) >= world_size
+
+
+def test_a_language_with_fewer_items_than_ranks_is_named():
+    s = LanguageBatches(["en", "hi", "hi"], batch_size=4, rank=0, world_size=2, seed=0)
+    with pytest.raises(DataError, match="language 'en' has 1 items, fewer batches than the 2"):
+        [next(s) for _ in range(50)]
 
 
 def test_map_batches_keeps_the_state():

@@ -142,6 +142,15 @@ def wrap_model(model: nn.Module, *, find_unused_parameters: bool = False) -> nn.
 
 
 def cleanup() -> None:
-    """Leave the process group (call at the end of a torchrun entry point)."""
+    """Leave the process group (call at the end of a torchrun entry point).
+
+    A DDP wrapper left in a reference cycle keeps the group's gloo work objects (and the
+    tensors they hold) alive until interpreter shutdown, where freeing them from gloo's own
+    threads can abort the process (SIGABRT after a successful run). So the garbage goes first,
+    and the group is destroyed while the interpreter is whole.
+    """
     if dist.is_available() and dist.is_initialized():
+        import gc
+
+        gc.collect()
         dist.destroy_process_group()

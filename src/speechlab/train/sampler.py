@@ -94,11 +94,28 @@ def _epoch_plan(indices: np.ndarray, durations: Sequence[float] | None, *, batch
         pools = [order[k:k + bucket_pool] for k in range(0, len(order), bucket_pool)]
         order = np.concatenate([p[np.argsort([durations[i] for i in p], kind="stable")]
                                 for p in pools]) if pools else order
-    batches = make_batches(order.tolist(), durations, batch_size, max_frames)
+    batches = _at_least(make_batches(order.tolist(), durations, batch_size, max_frames),
+                        world_size)
     if shuffle:
         batches = [batches[k] for k in rng.permutation(len(batches))]
     usable = len(batches) // world_size * world_size
     return batches[rank:usable:world_size]
+
+
+def _at_least(batches: list[list[int]], n: int) -> list[list[int]]:
+    """``batches`` with the largest ones halved until there are ``n`` (or no batch has two
+    items left): a small corpus whose items fit in fewer batches than there are ranks still
+    gives every rank a batch. Halving only shrinks batches, so ``batch_size`` and
+    ``max_frames`` still hold; every item stays in exactly one batch."""
+    batches = list(batches)
+    while len(batches) < n:
+        k = max(range(len(batches)), key=lambda i: len(batches[i]), default=None)
+        if k is None or len(batches[k]) < 2:
+            break
+        big = batches.pop(k)
+        half = len(big) // 2
+        batches[k:k] = [big[:half], big[half:]]
+    return batches
 
 
 def _check_batching(batch_size: int | None, max_frames: float | None,

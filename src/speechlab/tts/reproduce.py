@@ -393,7 +393,7 @@ class SaladReproduction:
 
     name = "salad"
     title = "SALAD: self-attention linguistic-acoustic decoder vs. the LSTM baseline"
-    scales = ("ci", "demo", "small")
+    scales = ("ci", "demo", "small", "converged")
     demo_minutes = 3.0
     config_class = SaladConfig
 
