@@ -30,7 +30,8 @@ import torch
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.config import SearchConfig
-from speechlab.asr.rnnt.reproduce import ReproduceConfig, decode_known, prepare_data
+from speechlab.asr.rnnt.decode import decode_known
+from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig, prepare_data
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.experiment.recipes import load_recipe
 from speechlab.config import load_config
@@ -41,7 +42,7 @@ LANGUAGE = "hi"
 
 
 def _data(args: argparse.Namespace):
-    cfg = load_recipe(ReproduceConfig, "multisoftmax", "demo")
+    cfg = load_recipe(MultiSoftmaxConfig, "multisoftmax", "demo")
     cfg = replace(cfg, languages=(LANGUAGE,), corpus=replace(cfg.corpus, minutes={LANGUAGE: args.minutes}),
                   max_train_seconds=5.0)
     return prepare_data(cfg, args.out / "data", None)

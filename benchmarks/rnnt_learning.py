@@ -28,12 +28,12 @@ from pathlib import Path
 import torch
 
 from speechlab.asr.rnnt.config import EarlyStopConfig
-from speechlab.asr.rnnt.model import build
-from speechlab.asr.rnnt.reproduce import (ReproduceConfig, decode_known, decode_without_language,
-                                          prepare_data, test_set, train_model)
+from speechlab.asr.rnnt.decode import decode_known, decode_without_language
+from speechlab.asr.rnnt.model import build, load
+from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig, prepare_data, test_set
+from speechlab.asr.rnnt.training import train_model
 from speechlab.config import load_config
 from speechlab.experiment.recipes import recipe_path
-from speechlab.experiment.trained import load_trained
 from speechlab.metrics import lid_accuracy
 from speechlab.utils import atomic_write_json
 
@@ -58,7 +58,7 @@ def main() -> None:
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(1)
-    cfg = load_config(ReproduceConfig, recipe_path("multisoftmax", args.scale), args.overrides)
+    cfg = load_config(MultiSoftmaxConfig, recipe_path("multisoftmax", args.scale), args.overrides)
     data = prepare_data(cfg, args.out, args.corpus)
     languages: tuple[str, ...] = ()
     if args.variant.startswith("mono_"):
@@ -68,9 +68,9 @@ def main() -> None:
         model = build(args.variant, data.vocab_sizes, cfg.dims())
     run = args.out / "models" / args.variant
     wall, cpu = time.time(), _cpu_seconds()
-    train_model(model, data, cfg.train, cfg.task, run, languages=languages)
+    train_model(model, data.train, data.dev, cfg.train, cfg.task, run, languages=languages)
     wall, cpu = time.time() - wall, _cpu_seconds() - cpu
-    model = load_trained(run).eval()
+    model = load(run)
     test = [u for u in test_set(cfg, data) if not languages or u.language in languages]
     result: dict[str, object] = {
         "variant": args.variant, "scale": args.scale, "overrides": args.overrides,

@@ -60,7 +60,7 @@ def test_cli_options_from_dataclass():
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, ModelDims, RNNTConfig, SearchConfig  # noqa: E402
 from speechlab.asr.ctc.reproduce import TopologiesConfig  # noqa: E402
-from speechlab.asr.rnnt.reproduce import ReproduceConfig  # noqa: E402
+from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig  # noqa: E402
 from speechlab.asr.rnnt.task import TaskConfig  # noqa: E402
 from speechlab.audio.features import FbankConfig  # noqa: E402
 from speechlab.audio.transforms import SpecAugmentConfig  # noqa: E402
@@ -82,7 +82,7 @@ from speechlab.tts.task import TtsTaskConfig  # noqa: E402
 # Every config dataclass of the package; a new paper's configs join this list.
 CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, SearchConfig,
            EarlyStopConfig, DecodeConfig, TaskConfig, FbankConfig, SpecAugmentConfig,
-           ImportConfig, CorpusConfig, ScoreConfig, ReproduceConfig,
+           ImportConfig, CorpusConfig, ScoreConfig, MultiSoftmaxConfig,
            TopologiesConfig,
            Wav2Vec2Config, CtcConfig, PretrainTaskConfig, FinetuneTaskConfig, LocalAttentionConfig]
 CONFIGS += [TtsCorpusConfig, AcousticModelConfig, TtsTaskConfig, SaladConfig]  # SALAD paper

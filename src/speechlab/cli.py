@@ -38,7 +38,7 @@ COMMAND_MODULES = (
     "speechlab.asr.ctc.commands",
     "speechlab.ssl.wav2vec2.commands",
     "speechlab.tts.commands",
-    "speechlab.reproduce",
+    "speechlab.papers",
 )
 
 
@@ -142,7 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        # Options no parser knows are kept for the commands that take a paper's own switches
+        # (`reproduce salad --no-stateful`); for every other command they are an error, as
+        # parse_args would make them.
+        args, unknown = parser.parse_known_args(argv)
+        if unknown and not getattr(args, "accepts_switches", False):
+            parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+        args.switches = unknown
     except SystemExit as e:  # --help (0) or a usage error (2, already printed)
         return e.code if isinstance(e.code, int) else 2
     logging.basicConfig(

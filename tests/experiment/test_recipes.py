@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_scale_of_every_paper_has_a_recipe_that_loads():
-    from speechlab.experiment.papers import PAPERS
+    from speechlab.papers import PAPERS
 
     for name, factory in PAPERS.items():
         paper = factory()
@@ -54,7 +54,7 @@ def test_a_plain_install_finds_its_recipes(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     probe = ("import speechlab; from speechlab.experiment import load_run; "
-             "from speechlab.experiment.papers import get_paper; "
+             "from speechlab.papers import get_paper; "
              "run = load_run(get_paper('multisoftmax'), 'demo', 'unused'); "
              "print(speechlab.__file__); print(run.cfg.preset)")
     out = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, cwd=tmp_path,

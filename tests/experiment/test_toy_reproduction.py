@@ -7,17 +7,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from speechlab.experiment import Run, load_trained, reproduce
+from speechlab.experiment import Run
+from speechlab.experiment import run_reproductions as reproduce
 from speechlab.experiment.runner import budget_lines
 from speechlab.report import Results
 from speechlab.testing.toy_reproduction import ToyRecipe, ToyReproduction
+from speechlab.testing.toy_task import BUILDERS
+from speechlab.train.card import load_trained
 
 
 def _direct_mse(out, model_name, lang):
     """What the MSE must be, computed here from the trained checkpoint."""
     paper = ToyReproduction()
     data = paper.prepare(ToyRecipe(), out / "elsewhere", None)
-    model = load_trained(out / "models" / model_name)
+    model = load_trained(out / "models" / model_name, BUILDERS)
     sel = [i for i, l in enumerate(data.languages) if l == lang]
     with torch.no_grad():
         return float(((model(data.x[sel], lang) - data.y[sel]) ** 2).mean())

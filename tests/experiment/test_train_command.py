@@ -120,7 +120,7 @@ def test_every_paper_trains_under_torchrun_at_the_ci_scale(tmp_path, paper, mode
 def test_train_names_models_it_does_not_know_and_missing_seeds(tmp_path):
     from speechlab.errors import ConfigError
     from speechlab.experiment import load_run, train_one
-    from speechlab.experiment.papers import get_paper
+    from speechlab.papers import get_paper
 
     run = load_run(get_paper("multisoftmax"), "ci", tmp_path / "run")
     with pytest.raises(ConfigError, match="trains no model 'nonesuch'; its models: vanilla, "):

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from speechlab.errors import DataError, MissingToolError
+from speechlab.text.normalize import sentence_key
 from speechlab.utils import atomic_path, atomic_write_json
 from speechlab.utils import file_lock
 
@@ -185,13 +186,6 @@ def is_usable_sentence(text: str, language: str, min_words: int = MIN_WORDS,
         return False
     n = len(words(text))
     return min_words <= n <= max_words
-
-
-def sentence_key(text: str) -> str:
-    """Case- and punctuation-blind identity of a sentence, used for dedup and split disjointness."""
-    s = unicodedata.normalize("NFC", text).casefold()
-    s = "".join(ch if unicodedata.category(ch)[0] in "LM" else " " for ch in s)
-    return " ".join(s.split())
 
 
 def split_sentences(text: str) -> list[str]:

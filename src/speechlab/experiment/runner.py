@@ -1,6 +1,6 @@
 """Running reproductions: every paper's jobs through one scheduler, and one model alone.
 
-- :func:`reproduce` runs one or several :class:`~speechlab.experiment.reproduction.Run` s:
+- :func:`run_reproductions` runs one or several :class:`~speechlab.experiment.reproduction.Run` s:
   each is prepared here (corpus, features, vocabularies written once), all their plans go
   through one :func:`~speechlab.experiment.scheduler.run_jobs` (so with several papers both
   cores stay busy across papers), then each writes its tables. A killed run resumes: a
@@ -72,14 +72,19 @@ def _setup(runs: Sequence[Run]) -> None:
     torch.set_num_threads(1)
     os.environ[PROGRESS_ENV] = "0"
     logging.basicConfig(level=logging.WARNING)
-    # The main process has reported what data preparation skipped; workers repeat it silently.
-    logging.getLogger("speechlab.asr.data").setLevel(logging.ERROR)
     _register(runs)
 
 
 def _data_of(run: Run) -> Any:
     if run.paper.name not in _DATA:
-        _DATA[run.paper.name] = run.paper.prepare(run.cfg, run.out, run.corpus, write=False)
+        # The main process has said what preparation found (utterances skipped, ...); a worker
+        # reading the same data again keeps quiet but for errors.
+        logger = logging.getLogger("speechlab")
+        level, logger.level = logger.level, logging.ERROR
+        try:
+            _DATA[run.paper.name] = run.paper.prepare(run.cfg, run.out, run.corpus, write=False)
+        finally:
+            logger.level = level
     return _DATA[run.paper.name]
 
 
@@ -87,7 +92,7 @@ def _execute(payload: tuple[str, TrainJob | DecodeJob]) -> Any:
     paper, job = payload
     run = _RUNS[paper]
     data = _data_of(run)
-    seed_everything(getattr(run.cfg, "seed", 0))
+    seed_everything(run.cfg.seed)
     if isinstance(job, TrainJob):
         start = time.time()
         run.paper.train(job, run.cfg, data, run.out)
@@ -106,7 +111,7 @@ def _kind(job: TrainJob | DecodeJob) -> str:
 @dataclass(frozen=True)
 class RunSummary:
     """A finished run: its directory, the wall-clock minutes from the start of
-    :func:`reproduce` until its results were written (``finished_after``), and its own share
+    :func:`run_reproductions` until its results were written (``finished_after``), and its own share
     of the wall time (``minutes``: its preparation and report, plus its jobs' time divided by
     the number of workers), which is what its paper's demo budget is held against."""
 
@@ -118,7 +123,7 @@ class RunSummary:
     finished_after: float = 0.0
 
 
-def reproduce(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
+def run_reproductions(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
     """Prepare every run, run all their jobs (``jobs`` at a time, one process and one thread
     each when ``jobs > 1``), and write each run's ``results.json`` / ``results.md``.
 
@@ -134,11 +139,12 @@ def reproduce(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
     _register(runs)
     items: list[Work] = []
+    decode_jobs: dict[tuple[str, str], DecodeJob] = {}
     own_seconds = {n: 0.0 for n in names}  # each paper's share of the wall time
     for run in runs:
         t0 = time.time()
         run.out.mkdir(parents=True, exist_ok=True)  # an unwritable --out fails here, at once
-        seed_everything(getattr(run.cfg, "seed", 0))
+        seed_everything(run.cfg.seed)
         # Preparation checks the corpus before it writes anything into the run directory.
         _DATA[run.paper.name] = run.paper.prepare(run.cfg, run.out, run.corpus, write=True)
         save_config(run.cfg, run.out / CONFIG_NAME)
@@ -147,9 +153,11 @@ def reproduce(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
             # A model and its decoding may share a name: the key says which job it is.
             items.append(Work((run.paper.name, _kind(job), job.name), (run.paper.name, job),
                               tuple((run.paper.name, "train", n) for n in job.needs)))
+            if isinstance(job, DecodeJob):
+                decode_jobs[(run.paper.name, job.name)] = job
     counts = {n: sum(1 for w in items if w.key[0] == n) for n in names}
     left = dict(counts)
-    decoded: dict[str, dict[str, Any]] = {n: {} for n in names}
+    decoded: dict[str, dict[DecodeJob, Any]] = {n: {} for n in names}
     summaries: list[RunSummary] = []
 
     def finish(run: Run) -> None:
@@ -173,7 +181,7 @@ def reproduce(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
         if kind == "train":
             log.info("%s [%s: %d/%d jobs]", value, paper, counts[paper] - left[paper] + 1, counts[paper])
         else:
-            decoded[paper][name] = value
+            decoded[paper][decode_jobs[(paper, name)]] = value
             log.info("decoded %s/%s in %.1f s [%s: %d/%d jobs]", paper, name, seconds, paper,
                      counts[paper] - left[paper] + 1, counts[paper])
         left[paper] -= 1
@@ -224,10 +232,11 @@ def train_one(run: Run, model: str) -> Path | None:
                           f"{', '.join(jobs)}")
     ctx = distributed.init_distributed()
     try:
-        if job.init_from is not None and not (run.models_dir / job.init_from).is_dir():
-            raise ConfigError(f"{model} starts from {job.init_from}, which is not trained in "
+        seed = job.init_from
+        if seed is not None and not (run.models_dir / seed.name).is_dir():
+            raise ConfigError(f"{model} starts from {seed.name}, which is not trained in "
                               f"{run.out}: train it first (speechlab train {run.paper.name} "
-                              f"{job.init_from} --out {run.out})")
+                              f"{seed.name} --out {run.out})")
         if ctx.is_main:
             run.out.mkdir(parents=True, exist_ok=True)
             save_config(run.cfg, run.out / CONFIG_NAME)
@@ -235,7 +244,7 @@ def train_one(run: Run, model: str) -> Path | None:
         distributed.barrier()
         if not ctx.is_main:
             data = run.paper.prepare(run.cfg, run.out, run.corpus, write=False)
-        seed_everything(getattr(run.cfg, "seed", 0))
+        seed_everything(run.cfg.seed)
         run.paper.train(job, run.cfg, data, run.out)
         distributed.barrier()
     finally:

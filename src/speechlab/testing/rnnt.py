@@ -23,11 +23,11 @@ def untrained_run(out_dir: str | Path, variant: str = "multisoftmax_lid",
                   name: str | None = None, seed: int = 0) -> Path:
     """Write a run directory holding one untrained ``variant`` model named ``name`` (default:
     the variant); returns the run directory."""
-    from speechlab.asr.rnnt.model import build
+    from speechlab.asr.rnnt.model import FAMILY, build
     from speechlab.asr.rnnt.presets import get_preset
     from speechlab.audio.transforms import GlobalCMVN
     from speechlab.text.graphemes import GraphemeTokenizer
-    from speechlab.experiment.trained import ModelCard
+    from speechlab.train.card import ModelCard
     from speechlab.train.checkpoint import checkpoint_path, save_checkpoint
 
     out = Path(out_dir)
@@ -43,5 +43,5 @@ def untrained_run(out_dir: str | Path, variant: str = "multisoftmax_lid",
     cmvn.finalize().save(out / "lang" / "cmvn.safetensors")
     model_dir = out / "models" / (name or variant)
     save_checkpoint(checkpoint_path(model_dir, 0), step=0, model=model.state_dict(),
-                    model_config=ModelCard.of("rnnt", model.config).to_dict())
+                    model_config=ModelCard.of(FAMILY, model.config).to_dict())
     return out

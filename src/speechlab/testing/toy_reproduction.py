@@ -22,10 +22,11 @@ from pathlib import Path
 import torch
 
 from speechlab.experiment.jobs import DecodeJob, Job, TrainJob
-from speechlab.experiment.trained import ModelCard, best_or_latest, load_trained
 from speechlab.report import Results, Table
-from speechlab.testing.toy_task import ToyConfig, ToyTask, build_model, make_data
-from speechlab.train import Trainer, TrainConfig, distributed, load_model_weights
+from speechlab.testing.toy_task import (BUILDERS, FAMILY, ToyConfig, ToyTask, build_model,
+                                        make_data)
+from speechlab.train import TrainConfig, fit, load_model_weights
+from speechlab.train.card import ModelCard, best_or_latest, load_trained
 
 TEST_ITEMS = 24
 
@@ -48,6 +49,18 @@ class ToyData:
     languages: list[str]
 
 
+@dataclass(frozen=True)
+class ToyModel:
+    """What a train job builds: the toy model (every job the same)."""
+
+
+@dataclass(frozen=True)
+class ToyDecode:
+    """Which languages' test items a decode job predicts (empty: all)."""
+
+    languages: tuple[str, ...] = ()
+
+
 def _append(path: Path, line: str) -> None:
     with open(path, "a", encoding="utf-8") as f:
         f.write(line + "\n")
@@ -57,6 +70,7 @@ class ToyReproduction:
     title = "Toy reproduction"
     scales = ("ci",)
     config_class = ToyRecipe
+    switches = ()
 
     def __init__(self, name: str = "toy", demo_minutes: float = 0.5) -> None:
         self.name = name
@@ -69,42 +83,45 @@ class ToyReproduction:
         return ToyData(x, y, langs)
 
     def plan(self, cfg: ToyRecipe) -> list[Job]:
-        return [TrainJob("base", "toy"),
-                TrainJob("tuned", "toy", init_from="base", steps=cfg.finetune_steps),
-                DecodeJob("base", "base"),
-                DecodeJob("tuned", "tuned"),
-                DecodeJob("tuned_a", "tuned", data=("a",))]
+        base = TrainJob("base", ToyModel())
+        tuned = TrainJob("tuned", ToyModel(), init_from=base, steps=cfg.finetune_steps)
+        return [base, tuned,
+                DecodeJob("base", base, ToyDecode()),
+                DecodeJob("tuned", tuned, ToyDecode()),
+                DecodeJob("tuned_a", tuned, ToyDecode(("a",)))]
 
-    def train(self, job: TrainJob, cfg: ToyRecipe, data: ToyData, out: Path) -> None:
+    def train(self, job: TrainJob[ToyModel], cfg: ToyRecipe, data: ToyData, out: Path) -> None:
         model = build_model(cfg.toy)
         train_cfg = cfg.train
-        if job.init_from:
-            load_model_weights(model, best_or_latest(out / "models" / job.init_from))
+        if job.init_from is not None:
+            load_model_weights(model, best_or_latest(out / "models" / job.init_from.name))
             # Steps count on from zero in the new directory.
             train_cfg = replace(cfg.train, max_steps=job.steps)
-        dist = distributed.current()
-        task = ToyTask(cfg.toy, seed=cfg.train.seed, rank=dist.rank, world_size=dist.world_size)
-        Trainer(model, task, train_cfg, out / "models" / job.name, progress=False,
-                model_config=ModelCard.of("toy", cfg.toy).to_dict()).fit()
+        fit(model, lambda rank, world: ToyTask(cfg.toy, seed=cfg.train.seed, rank=rank,
+                                               world_size=world),
+            train_cfg, out / "models" / job.name, progress=False,
+            card=ModelCard.of(FAMILY, cfg.toy))
         _append(out / "jobs.txt", f"train {job.name}")
 
-    def decode(self, job: DecodeJob, cfg: ToyRecipe, data: ToyData, out: Path) -> dict[str, float]:
+    def decode(self, job: DecodeJob[ToyModel, ToyDecode], cfg: ToyRecipe, data: ToyData,
+               out: Path) -> dict[str, float]:
         """Mean squared error per language of the model's predictions on the test items."""
-        model = load_trained(out / "models" / job.model)
+        model = load_trained(out / "models" / job.model.name, BUILDERS)
         result = {}
         with torch.no_grad():
-            for lang in job.data or cfg.toy.languages:
+            for lang in job.options.languages or cfg.toy.languages:
                 sel = [i for i, l in enumerate(data.languages) if l == lang]
                 pred = model(data.x[sel], lang)
                 result[lang] = float(((pred - data.y[sel]) ** 2).mean())
         _append(out / "jobs.txt", f"decode {job.name}")
         return result
 
-    def report(self, cfg: ToyRecipe, data: ToyData, decoded: Mapping[str, dict[str, float]],
-               out: Path, scale: str) -> Results:
+    def report(self, cfg: ToyRecipe, data: ToyData,
+               decoded: Mapping[DecodeJob[ToyModel, ToyDecode], dict[str, float]], out: Path,
+               scale: str) -> Results:
         langs = list(cfg.toy.languages)
-        rows = [[name] + [decoded[name].get(lang) for lang in langs]
-                for name in ("base", "tuned", "tuned_a")]
+        rows = [[job.name] + [decoded[job].get(lang) for lang in langs]
+                for job in self.plan(cfg) if isinstance(job, DecodeJob)]
         table = Table(name="mse", caption="Test MSE per language", columns=["Model"] + langs,
                       rows=rows, formats={lang: "{:.4f}" for lang in langs})
         return Results(title=f"{self.title} ({self.name})", tables=[table])

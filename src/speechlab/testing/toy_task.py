@@ -201,3 +201,16 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+FAMILY = "toy"
+
+
+def build_from_dict(config: Mapping[str, Any]) -> ToyModel:
+    from speechlab.config import from_dict
+
+    return build_model(from_dict(ToyConfig, dict(config)))
+
+
+#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: build_from_dict}

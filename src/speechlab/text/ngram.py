@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from speechlab.errors import ConfigError, DataError, where
+from speechlab.text.normalize import sentence_key
 from speechlab.utils import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -136,14 +137,12 @@ def lm_training_sentences(sentences: Iterable[str], held_out: Iterable[str],
                           normalize=None) -> list[list[str]]:
     """Word lists for LM training: ``sentences`` minus every one of ``held_out`` (the dev and
     test transcripts), compared case- and punctuation-blind
-    (:func:`speechlab.data.text_harvest.sentence_key`).
+    (:func:`speechlab.text.normalize.sentence_key`).
 
     Args:
         normalize: ``str -> str`` applied before splitting into words (e.g.
             ``lambda s: normalize_text(s, "en")``); ``None`` splits the text as it is.
     """
-    from speechlab.data.text_harvest import sentence_key
-
     banned = {sentence_key(s) for s in held_out}
     out = []
     for s in sentences:
@@ -153,6 +152,30 @@ def lm_training_sentences(sentences: Iterable[str], held_out: Iterable[str],
         if words:
             out.append(words)
     return out
+
+
+def lm_vocabulary(sentences: Iterable[str], size: int) -> set[str]:
+    """The ``size`` most frequent words of the text (ties broken by first occurrence)."""
+    from collections import Counter
+
+    counts = Counter(w for s in sentences for w in s.split())
+    return {w for w, _ in counts.most_common(size)}
+
+
+def write_lm(sentences: Sequence[str], path: str | Path, *, order: int, vocab_size: int) -> None:
+    """An ARPA file at ``path``: Kneser-Ney of ``order`` over the sentences (words separated by
+    spaces) whose every word is among the ``vocab_size`` most frequent, since a decoder can
+    only output the LM's words and a sentence with an unknown word would teach it nothing."""
+    path = Path(path)
+    vocab = lm_vocabulary(sentences, vocab_size)
+    kept = [words for words in (s.split() for s in sentences if s.strip())
+            if all(w in vocab for w in words)]
+    if not kept:
+        raise DataError(f"no LM text left for {path.stem} after restricting it to "
+                        f"{vocab_size} words")
+    estimate(kept, NgramConfig(order=order)).write(path)
+    log.info("%s: %d-gram LM over %d sentences, %d words", path, order, len(kept),
+             len({w for words in kept for w in words}))
 
 
 def _count(sentences: Iterable[Sequence[str]], order: int) -> list[dict[Ngram, int]]:

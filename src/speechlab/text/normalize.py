@@ -84,3 +84,11 @@ def normalize_text(text: str, language: str) -> str:
                 chars[i] = " "
     # Lowercasing can decompose (e.g. U+0130), so NFC once more after the character filter.
     return unicodedata.normalize("NFC", " ".join("".join(chars).split()))
+
+
+def sentence_key(text: str) -> str:
+    """Case- and punctuation-blind identity of a sentence, used for dedup, split disjointness
+    and keeping dev and test sentences out of language-model text."""
+    s = unicodedata.normalize("NFC", text).casefold()
+    s = "".join(ch if unicodedata.category(ch)[0] in "LM" else " " for ch in s)
+    return " ".join(s.split())

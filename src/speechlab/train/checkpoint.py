@@ -21,7 +21,7 @@ Keys written by the trainer (``FORMAT_VERSION`` 1)::
     config          the TrainConfig as a plain dict
     world_size      int, number of ranks that wrote it
     model_config    optional: {"family": str, "config": dict}, what rebuilds the model
-                    (speechlab.experiment.trained.ModelCard)
+                    (speechlab.train.card.ModelCard)
 
 Fine-tuning takes a subset of the weights (:func:`load_model_weights` with prefix filters and a
 key-mapping callback), and :func:`export_safetensors` writes weights alone for release.

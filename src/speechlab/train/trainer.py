@@ -220,7 +220,7 @@ class Trainer:
 
     ``progress``: force the progress bar on/off (default: ``cfg.progress`` on a TTY).
     ``model_config``: a plain dict saying how to rebuild ``model`` (see
-    :class:`speechlab.experiment.trained.ModelCard`), stored in every checkpoint so that the
+    :class:`speechlab.train.card.ModelCard`), stored in every checkpoint so that the
     trained model rebuilds from its directory alone.
     """
 
@@ -493,3 +493,14 @@ class Trainer:
         if self.dist.is_main:
             logger.info("resuming from %s at update %d", path, self.step)
         return path
+
+
+def fit(model: nn.Module, make_task: Callable[[int, int], Task], cfg: TrainConfig,
+        out_dir: str | Path, *, card: Any = None, progress: bool | None = None) -> TrainResult:
+    """Train (or resume) ``model`` in ``out_dir`` with the task ``make_task(rank, world_size)``
+    builds for this process: under torchrun each rank gets its own shard of the batches, in a
+    single process the whole. ``card`` (a :class:`speechlab.train.card.ModelCard`) goes into
+    every checkpoint, so the trained model rebuilds from its directory alone."""
+    dist = distributed.current()
+    return Trainer(model, make_task(dist.rank, dist.world_size), cfg, out_dir, progress=progress,
+                   model_config=None if card is None else card.to_dict()).fit()

@@ -24,8 +24,10 @@ Shapes: B batch, T frames, D model dim, L input dim, O output dim (43).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -250,3 +252,27 @@ def build(name: str, input_dim: int = 364, output_dim: int = 43) -> nn.Module:
 
 def num_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------
+# The family: rebuilding a trained model from its checkpoint's card
+
+FAMILY = "tts"
+
+
+def build_from_dict(config: Mapping[str, Any]) -> nn.Module:
+    from speechlab.config import from_dict
+
+    return build_from_config(from_dict(AcousticModelConfig, dict(config)))
+
+
+#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {FAMILY: build_from_dict}
+
+
+def load(path: str | Path) -> nn.Module:
+    """The acoustic model (SALAD or RNN) trained in ``path`` (a model directory or a
+    checkpoint), in eval mode."""
+    from speechlab.train.card import load_trained
+
+    return load_trained(path, BUILDERS)

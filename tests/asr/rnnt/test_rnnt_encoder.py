@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from speechlab.asr.rnnt import DecodeConfig, SearchConfig, StreamingDecoder, build, decode, decode_lid_free
+from speechlab.asr.rnnt import DecodeConfig, SearchConfig, StreamingDecoder, build, decode_lid_free
+from speechlab.asr.rnnt.search import decode
 from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
 from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.errors import ConfigError, DataError

@@ -9,9 +9,9 @@ from speechlab.asr.rnnt import (
     SearchConfig,
     active_frames,
     build,
-    decode,
     decode_lid_free,
 )
+from speechlab.asr.rnnt.search import decode
 from speechlab.asr.rnnt.multilingual_decode import select_by_lid
 from speechlab.errors import ConfigError, DataError
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from speechlab.asr.data import Utterance
-from speechlab.asr.rnnt.reproduce import Data, MultiSoftmax, ReproduceConfig, decode_set
+from speechlab.asr.rnnt.recipe import Data, MultiSoftmaxConfig, decode_set
+from speechlab.asr.rnnt.reproduce import MultiSoftmaxPaper
 from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.train import TrainConfig
@@ -20,8 +21,8 @@ def _data(per_language: int) -> Data:
 
 
 def test_variant_steps_set_the_updates_of_named_models_only():
-    cfg = ReproduceConfig(train=TrainConfig(max_steps=10), variant_steps={"vanilla": 7, "multisoftmax": 30})
-    trains = {j.name: j for j in MultiSoftmax().plan(cfg) if isinstance(j, TrainJob)}
+    cfg = MultiSoftmaxConfig(train=TrainConfig(max_steps=10), variant_steps={"vanilla": 7, "multisoftmax": 30})
+    trains = {j.name: j for j in MultiSoftmaxPaper().plan(cfg) if isinstance(j, TrainJob)}
     assert trains["vanilla"].steps == 7 and trains["multisoftmax"].steps == 30
     assert trains["onehot"].steps is None  # the recipe's train.max_steps
     assert trains["mono_hi"].steps == cfg.mono_steps
@@ -35,28 +36,50 @@ def test_variant_steps_set_the_updates_of_named_models_only():
                                             ({"onehot": 2.5}, "not a positive number")])
 def test_bad_variant_steps_are_refused(steps, message):
     with pytest.raises(ConfigError, match=message):
-        ReproduceConfig(variant_steps=steps)
+        MultiSoftmaxConfig(variant_steps=steps)
 
 
 def test_the_grid_decodes_the_first_grid_utterances_of_its_language():
     data = _data(per_language=6)
-    cfg = ReproduceConfig(test_utterances=5, grid_utterances=2, grid_language="hi")
-    jobs = {j.name: j for j in MultiSoftmax().plan(cfg) if isinstance(j, DecodeJob)}
-    grid = decode_set(cfg, data, jobs["grid_0"])
+    cfg = MultiSoftmaxConfig(test_utterances=5, grid_utterances=2, grid_language="hi")
+    jobs = {j.name: j for j in MultiSoftmaxPaper().plan(cfg) if isinstance(j, DecodeJob)}
+    grid = decode_set(cfg, data, jobs["grid_0"].options)
     assert [u.id for u in grid] == ["hi-test-000", "hi-test-001"]
     # the other decodings keep the whole test set
-    assert len(decode_set(cfg, data, jobs["lid_free"])) == 10
-    assert [u.id for u in decode_set(cfg, data, jobs["mono_hi"])] == [f"hi-test-{i:03d}" for i in range(5)]
+    assert len(decode_set(cfg, data, jobs["lid_free"].options)) == 10
+    assert [u.id for u in decode_set(cfg, data, jobs["mono_hi"].options)] == [f"hi-test-{i:03d}" for i in range(5)]
     # 0: the grid decodes what the other decodings do
-    cfg = ReproduceConfig(test_utterances=5, grid_utterances=0, grid_language="hi")
-    assert len(decode_set(cfg, data, jobs["grid_0"])) == 5
+    cfg = MultiSoftmaxConfig(test_utterances=5, grid_utterances=0, grid_language="hi")
+    assert len(decode_set(cfg, data, jobs["grid_0"].options)) == 5
 
 
 def test_recipe_dropout_replaces_the_presets_only_when_given():
     from speechlab.asr.rnnt.presets import get_preset
 
-    assert ReproduceConfig(preset="fast").dims() == get_preset("fast")
-    dims = ReproduceConfig(preset="fast", dropout=0.0).dims()
+    assert MultiSoftmaxConfig(preset="fast").dims() == get_preset("fast")
+    dims = MultiSoftmaxConfig(preset="fast", dropout=0.0).dims()
     assert dims.dropout == 0.0 and dims.encoder_dim == get_preset("fast").encoder_dim
     with pytest.raises(ConfigError, match="dropout"):
-        ReproduceConfig(dropout=1.0)
+        MultiSoftmaxConfig(dropout=1.0)
+
+
+def test_jobs_say_what_they_are_without_names():
+    plan = MultiSoftmaxPaper().plan(MultiSoftmaxConfig(languages=("en", "hi"), grid_language="hi"))
+    trains = {j.name: j for j in plan if isinstance(j, TrainJob)}
+    ft = trains["ft_ms_hi"]
+    assert ft.spec.variant == "mono" and ft.spec.languages == ("hi",)
+    assert ft.init_from is trains["multisoftmax"] and ft.needs == ("multisoftmax",)
+    assert trains["ft_onehot_en"].init_from.spec.variant == "onehot"
+    decodes = [j for j in plan if isinstance(j, DecodeJob)]
+    lid_free = [j for j in decodes if j.options.early_stop == (float("inf"), float("inf"))
+                and not j.options.grid]
+    assert [j.model.spec.variant for j in lid_free] == ["multisoftmax_lid"]
+    assert all(j.model is trains[j.model.name] for j in decodes)
+
+
+def test_train_first_moves_the_named_trainings_to_the_front():
+    cfg = MultiSoftmaxConfig(train_first=("mono_hi", "multisoftmax"))
+    names = [j.name for j in MultiSoftmaxPaper().plan(cfg) if isinstance(j, TrainJob)]
+    assert names[:2] == ["mono_hi", "multisoftmax"]
+    with pytest.raises(ConfigError, match="train_first"):
+        MultiSoftmaxPaper().plan(MultiSoftmaxConfig(train_first=("mono_fr",)))

@@ -59,11 +59,11 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     summary = json.loads((hyps / "summary.json").read_text())
     assert {"mono", "vanilla", "multisoftmax_lid", "ms_lid_oracle"} <= set(summary)
     # Every model trained in a worker rebuilds from its directory alone.
-    from speechlab.experiment.trained import load_trained
+    from speechlab.asr.rnnt.model import load
 
     models = sorted(p.name for p in (out / "models").iterdir())
     assert len(models) == 17
-    assert load_trained(out / "models" / "ft_ms_hi").languages == ("hi",)
+    assert load(out / "models" / "ft_ms_hi").languages == ("hi",)
     # A second run (in one process) resumes from the finished checkpoints instead of training again.
     log_lines = (out / "models" / "vanilla" / "log.jsonl").read_text().count("\n")
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out)]) == 0
@@ -88,8 +88,9 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
 
 def test_reproduce_rejects_bad_jobs_and_unknown_scale(tmp_path):
     from speechlab.errors import ConfigError
-    from speechlab.experiment import load_run, reproduce
-    from speechlab.experiment.papers import get_paper
+    from speechlab.experiment import load_run
+    from speechlab.experiment import run_reproductions as reproduce
+    from speechlab.papers import get_paper
 
     paper = get_paper("multisoftmax")
     with pytest.raises(ConfigError, match="jobs must be >= 1"):
@@ -101,8 +102,9 @@ def test_reproduce_rejects_bad_jobs_and_unknown_scale(tmp_path):
 
 def test_a_failing_job_stops_a_parallel_run_with_its_error(tmp_path):
     from speechlab.errors import SpeechlabError
-    from speechlab.experiment import load_run, reproduce
-    from speechlab.experiment.papers import get_paper
+    from speechlab.experiment import load_run
+    from speechlab.experiment import run_reproductions as reproduce
+    from speechlab.papers import get_paper
 
     out = tmp_path / "run"
     bad = out / "models" / "vanilla" / "ckpt-00000001.pt"

@@ -6,7 +6,8 @@ import random
 import pytest
 import torch
 
-from speechlab.asr.rnnt import SearchConfig, build, decode
+from speechlab.asr.rnnt import SearchConfig, build
+from speechlab.asr.rnnt.search import decode
 from speechlab.asr.rnnt.search import BeamSearch, GreedySearch, run_frames
 from speechlab.errors import ConfigError
 
@@ -177,3 +178,12 @@ def test_unknown_method_is_a_config_error():
     model = build("mono", {"en": 5}, "tiny")
     with pytest.raises(ConfigError, match="unknown search method"):
         decode(model, torch.zeros(1, 4, 8), torch.tensor([4]), None, SearchConfig("viterbi"))
+
+
+def test_the_config_lists_exactly_the_searches_there_are():
+    from speechlab.asr.rnnt.config import SEARCH_METHODS
+    from speechlab.asr.rnnt.search import SEARCHES
+
+    assert tuple(SEARCHES) == SEARCH_METHODS
+    for method in SEARCH_METHODS:
+        assert SearchConfig(method).method == method

@@ -12,9 +12,9 @@ from speechlab.asr.rnnt import (
     SearchConfig,
     StreamingDecoder,
     build,
-    decode,
     decode_lid_free,
 )
+from speechlab.asr.rnnt.search import decode
 
 VOCAB = {"en": 7, "hi": 5, "ta": 6}
 

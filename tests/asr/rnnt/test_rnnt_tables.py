@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from speechlab.asr.rnnt.reproduce import LidFreeRun, ReproduceConfig, _early_stop_grid, _lid_table
+from speechlab.asr.rnnt.decode import LidFreeRun
+from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig
+from speechlab.asr.rnnt.tables import early_stop_grid, lid_table
 from speechlab.experiment.scoring import score
 
 
@@ -38,7 +40,7 @@ def test_table5_counts_script_matches_and_head_choices():
     lid = _run({"en1": "the", "en2": "dog", "hi1": "दुनिया", "hi2": "एक"},
                {"en1": "en", "en2": "en", "hi1": "en", "hi2": "hi"},
                picked_log={"en1": "en", "en2": "hi", "hi1": "hi", "hi2": "hi"})
-    t = _lid_table(vanilla, lid, TEST, ["en", "hi", "ta"])
+    t = lid_table(vanilla, lid, TEST, ["en", "hi", "ta"])
     assert t.columns == ["System", "En-IN", "Hi-IN", "Ta-IN", "Avg."]
     assert t.rows == [["Multilingual Vanilla (script)", 50.0, 50.0, None, 50.0],
                       ["Multi-softmax LID (script)", 100.0, 100.0, None, 100.0],
@@ -47,12 +49,12 @@ def test_table5_counts_script_matches_and_head_choices():
 
 
 def test_table7_rows_follow_the_grid(tmp_path):
-    cfg = ReproduceConfig(early_stop_grid=((math.inf, math.inf), (10, 0.2)), grid_language="hi")
+    cfg = MultiSoftmaxConfig(early_stop_grid=((math.inf, math.inf), (10, 0.2)), grid_language="hi")
     right = {"en1": "the cat", "en2": "a dog", "hi1": "नमस्ते दुनिया", "hi2": "एक दो"}
     runs = [_run(right, {u.id: u.language for u in TEST}, t_avg=2.0, cpu=2.0),
             _run({**right, "hi2": ""}, {**{u.id: u.language for u in TEST}, "hi2": "en"},
                  t_avg=1.25, cpu=0.8)]
-    table, fig = _early_stop_grid(cfg, runs, tmp_path)
+    table, fig = early_stop_grid(cfg, runs, tmp_path)
     assert [r[:2] for r in table.rows] == [["inf", "inf"], ["10", "0.2"]]
     # WER: 0, then 2 of 8 words; T_avg as given; CPU ms per utterance; RTF over 4 s of audio;
     # LID accuracy: all right, then 3 of 4

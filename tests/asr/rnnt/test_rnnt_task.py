@@ -9,7 +9,7 @@ import torch
 from lhotse import CutSet
 
 from speechlab.asr.rnnt import build
-from speechlab.asr.rnnt.reproduce import monolingual_key_map
+from speechlab.asr.rnnt.training import monolingual_key_map
 from speechlab.asr.ctc.loss import ctc_loss
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.asr.rnnt.loss import rnnt_loss
@@ -270,16 +270,15 @@ def test_monolingual_model_from_multisoftmax_keeps_shared_and_own_head(tmp_path)
 def test_a_model_trained_on_one_language_is_validated_on_it_alone(tmp_path):
     """Fine-tuning Onehot on Hindi keeps the four-language model, but its dev loss (and so
     its best checkpoint) must come from Hindi alone."""
-    from speechlab.asr.rnnt.reproduce import Data, train_model
+    from speechlab.asr.rnnt.training import train_model
     from speechlab.train import TrainConfig
     from speechlab.train.log import read_log
 
     sizes = {"en": 7, "hi": 5}
     utts = _utts(sizes, n=8)
-    data = Data(("en", "hi"), {}, utts, utts, [], {}, {})
     cfg = TrainConfig(max_steps=2, valid_every=2, log_every=1, checkpoint_every=2, progress=False)
     for languages, run in (((), "all"), (("hi",), "hi")):
-        train_model(build("onehot", sizes, "ci"), data, cfg, TaskConfig(max_frames=300),
+        train_model(build("onehot", sizes, "ci"), utts, utts, cfg, TaskConfig(max_frames=300),
                     tmp_path / run, languages=languages)
     [all_langs] = [r for r in read_log(tmp_path / "all" / "log.jsonl") if r["kind"] == "valid"]
     [hi_only] = [r for r in read_log(tmp_path / "hi" / "log.jsonl") if r["kind"] == "valid"]

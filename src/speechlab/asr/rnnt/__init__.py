@@ -2,8 +2,11 @@
 
 Parts: ``encoder`` (stacked-fbank LSTM), ``predictor`` (embedding + LSTM), ``joiner``
 (shared projections, per-language output layers), ``model`` (the family and its ``build``
-factory), ``search`` (greedy/beam, streaming), ``multilingual_decode`` (parallel per-language
-decoders picked by the LID head), ``early_stop`` (Section 6.3). The loss lives in ``loss``.
+factory), ``search`` (greedy/beam, streaming; its ``decode`` decodes a batch), ``multilingual_decode``
+(parallel per-language decoders picked by the LID head), ``early_stop`` (Section 6.3),
+``decode`` (sets of utterances, scored), ``training`` (one model, from scratch or fine-tuned).
+The loss lives in ``loss``; the paper's reproduction in ``recipe``, ``reproduce`` and
+``tables``.
 """
 
 from speechlab.asr.rnnt.config import (
@@ -35,7 +38,6 @@ from speechlab.asr.rnnt.search import (
     GreedySearch,
     StreamingDecoder,
     TransducerScorer,
-    decode,
     make_search,
 )
 
@@ -44,6 +46,6 @@ __all__ = [
     "DecodeConfig", "EarlyStopConfig", "EarlyStopper", "GreedySearch", "LidFreeDecoder",
     "LidFreeResult", "ModelDims", "RNNTConfig", "Route", "SearchConfig", "StreamingDecoder",
     "TransducerScorer", "UnionMap", "VariantSpec", "active_frames", "build", "build_from_config",
-    "count_parameters", "decode", "decode_lid_free", "format_parameter_table", "lid_ce_loss",
+    "count_parameters", "decode_lid_free", "format_parameter_table", "lid_ce_loss",
     "make_search", "parameter_table", "t_avg",
 ]

@@ -61,7 +61,8 @@ def check_run_dir(run: Path, model: str) -> Path:
     """The directory of ``model`` in a trained run, after checking that its checkpoint says it
     holds an RNN-T (a missing or foreign checkpoint names the file instead of failing
     mid-load)."""
-    from speechlab.experiment.trained import best_or_latest, read_card
+    from speechlab.asr.rnnt.model import FAMILY
+    from speechlab.train.card import best_or_latest, read_card
 
     if not run.is_dir():
         raise DataError(f"{run}: not a directory; give the output directory of a trained run")
@@ -71,7 +72,7 @@ def check_run_dir(run: Path, model: str) -> Path:
         raise DataError(f"{model_dir}: no such model in {run}; models there: {names}")
     ckpt = best_or_latest(model_dir)
     card = read_card(ckpt)
-    if card.family != "rnnt":
+    if card.family != FAMILY:
         raise DataError(f"{ckpt}: holds a {card.family!r} model, not an RNN-T; `rnnt decode` "
                         "decodes the models of `speechlab reproduce multisoftmax`")
     return model_dir
@@ -79,12 +80,12 @@ def check_run_dir(run: Path, model: str) -> Path:
 
 def _decode(args: argparse.Namespace) -> int:
     from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
-    from speechlab.asr.rnnt.reproduce import text_of
+    from speechlab.asr.rnnt.decode import text_of
+    from speechlab.asr.rnnt.model import load
     from speechlab.asr.rnnt.search import StreamingDecoder
     from speechlab.audio.features import FbankConfig, fbank
     from speechlab.audio.io import load_audio, validate_audio_file
     from speechlab.audio.transforms import GlobalCMVN
-    from speechlab.experiment.trained import load_trained
     from speechlab.text.graphemes import GraphemeTokenizer
 
     cfg = decode_config(args)
@@ -92,7 +93,7 @@ def _decode(args: argparse.Namespace) -> int:
     model_dir = check_run_dir(run, args.model)
     for wav in args.wavs:  # every input is checked before the first is decoded
         validate_audio_file(wav, expected_sr=16000)
-    model = load_trained(model_dir)
+    model = load(model_dir)
     if args.language is not None and args.language not in model.languages:
         raise DataError(f"--language {args.language!r}: model {args.model!r} knows "
                         f"{list(model.languages)}")

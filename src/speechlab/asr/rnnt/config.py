@@ -106,6 +106,11 @@ class RNNTConfig:
                               f"{list(VARIANTS)}")
 
 
+#: The searches of :data:`speechlab.asr.rnnt.search.SEARCHES`, by name (this module is below
+#: the search, so it lists the names; a test keeps the two in step).
+SEARCH_METHODS = ("greedy", "beam")
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     """RNN-T search: ``method`` is a key of ``search.SEARCHES``.
@@ -120,14 +125,9 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        # Imported here: search.py imports this module (and builds a default SearchConfig while
-        # it is itself being imported, before SEARCHES may exist).
-        from speechlab.asr.rnnt import search
-
-        methods = getattr(search, "SEARCHES", None)
-        if methods is not None and self.method not in methods:
+        if self.method not in SEARCH_METHODS:
             raise ConfigError(f"unknown search method {self.method!r}; choose one of "
-                              f"{list(methods)}")
+                              f"{list(SEARCH_METHODS)}")
 
 
 @dataclass(frozen=True)

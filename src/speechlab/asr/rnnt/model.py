@@ -16,9 +16,10 @@ Shapes: B batch, T frames, U labels, V vocabulary, L languages, D dims.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -331,3 +332,27 @@ def format_parameter_table(rows: list[dict[str, object]]) -> str:
         lines.append(f"{r['variant']:<18}{r['params_m']:>10.2f}{r['paper_m']:>11.2f}"
                      f"{100 * r['rel_diff']:>8.2f}%")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The family: rebuilding a trained model from its checkpoint's card
+
+FAMILY = "rnnt"
+
+
+def build_from_dict(config: Mapping[str, Any]) -> RNNT:
+    """The model of an :class:`RNNTConfig` given as a plain dict (a checkpoint's card)."""
+    from speechlab.config import from_dict
+
+    return build_from_config(from_dict(RNNTConfig, dict(config)))
+
+
+#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
+BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {FAMILY: build_from_dict}
+
+
+def load(path: str | Path) -> RNNT:
+    """The RNN-T trained in ``path`` (a model directory or a checkpoint), in eval mode."""
+    from speechlab.train.card import load_trained
+
+    return load_trained(path, BUILDERS)  # type: ignore[return-value]

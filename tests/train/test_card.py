@@ -1,5 +1,5 @@
-"""Trained models rebuild from their directory alone, whatever their sizes; one rule picks
-the checkpoint that counts."""
+"""Trained models rebuild from their directory alone, whatever their sizes, through their
+family's builder; one rule picks the checkpoint that counts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import torch
 
 from speechlab.asr.rnnt import ModelDims, build
 from speechlab.errors import DataError
-from speechlab.experiment.trained import ModelCard, best_or_latest, load_trained, read_card
+from speechlab.families import load_trained
 from speechlab.train import save_checkpoint
+from speechlab.train.card import ModelCard, best_or_latest, read_card
 from speechlab.train.checkpoint import checkpoint_path
 
 
@@ -55,7 +56,7 @@ def test_checkpoints_that_cannot_say_what_they_hold(tmp_path):
     with pytest.raises(DataError, match="no model_config"):
         load_trained(tmp_path / "a")
     _save(tmp_path / "b" / "best.pt", model, ModelCard("nonesuch", {}))
-    with pytest.raises(DataError, match="unknown model family 'nonesuch'"):
+    with pytest.raises(DataError, match="holds a 'nonesuch' model; expected 'rnnt' or 'ctc'"):
         load_trained(tmp_path / "b")
     save_checkpoint(tmp_path / "c.pt", model_config={"family": 3})
     with pytest.raises(DataError, match="model_config is not"):
@@ -63,8 +64,9 @@ def test_checkpoints_that_cannot_say_what_they_hold(tmp_path):
 
 
 def test_the_trainer_stores_the_card_in_every_checkpoint(tmp_path):
-    from speechlab.testing.toy_task import ToyConfig, ToyTask, build_model
+    from speechlab.testing.toy_task import BUILDERS, ToyConfig, ToyTask, build_model
     from speechlab.train import Trainer, TrainConfig
+    from speechlab.train.card import load_trained
     from speechlab.train.checkpoint import list_checkpoints, load_checkpoint
 
     toy = ToyConfig(items=16, hidden=5)
@@ -75,4 +77,9 @@ def test_the_trainer_stores_the_card_in_every_checkpoint(tmp_path):
     assert len(paths) == 3
     for p in paths:
         assert ModelCard.from_dict(load_checkpoint(p)["model_config"]).config["hidden"] == 5
-    assert load_trained(tmp_path).encoder[0].out_features == 5
+    assert load_trained(tmp_path, BUILDERS).encoder[0].out_features == 5
+    # a family's own loader refuses another family's checkpoint, naming both
+    from speechlab.asr.rnnt.model import load
+
+    with pytest.raises(DataError, match="holds a 'toy' model; expected 'rnnt'"):
+        load(tmp_path)

@@ -1,0 +1,199 @@
+"""The papers speechlab reproduces, and the commands that run them: ``speechlab reproduce
+PAPER``, ``speechlab train PAPER MODEL``, ``speechlab demo`` and ``speechlab papers``.
+
+This module stands above every paper: a new paper plugs in with one line in :data:`PAPERS` (a
+function returning its :class:`~speechlab.experiment.reproduction.Reproduction`, imported on
+use so that one paper's imports do not slow every command). The shared experiment layer below
+knows no paper.
+
+- ``reproduce``: one paper's experiments at a scale, written to ``--out``;
+- ``train``: one model of a paper's plan, alone or under torchrun, into the same layout
+  (``--out/models/MODEL``), so ``reproduce`` and ``transcribe`` can use it;
+- ``demo``: every paper at demo scale through one scheduler, one HTML report, and each
+  paper's elapsed time against its budget;
+- ``papers``: the papers, their scales, models and switches.
+
+A paper may declare switches of its own (``Reproduction.switches``, e.g. salad's
+``--no-stateful``): ``reproduce`` and ``train`` take them after the paper's name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from speechlab.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _multisoftmax() -> Any:
+    from speechlab.asr.rnnt.reproduce import MultiSoftmaxPaper
+
+    return MultiSoftmaxPaper()
+
+
+def _topologies() -> Any:
+    from speechlab.asr.ctc.reproduce import TopologiesPaper
+
+    return TopologiesPaper()
+
+
+def _local_attention() -> Any:
+    from speechlab.ssl.wav2vec2.reproduce import LocalAttentionPaper
+
+    return LocalAttentionPaper()
+
+
+def _salad() -> Any:
+    from speechlab.tts.reproduce import SaladPaper
+
+    return SaladPaper()
+
+
+#: The reproductions by the name the CLI uses.
+PAPERS: dict[str, Callable[[], Any]] = {
+    "multisoftmax": _multisoftmax,
+    "topologies": _topologies,
+    "local-attention": _local_attention,
+    "salad": _salad,
+}
+
+
+def get_paper(name: str) -> Any:
+    try:
+        return PAPERS[name]()
+    except KeyError:
+        raise ConfigError(f"unknown paper {name!r}; papers: {', '.join(PAPERS)}") from None
+
+
+def switch_overrides(paper: Any, given: Sequence[str]) -> list[str]:
+    """The recipe overrides the switches ``given`` on the command line stand for; a switch the
+    paper does not declare is refused, naming the ones it has."""
+    own = {s.flag: s for s in paper.switches}
+    out: list[str] = []
+    for flag in given:
+        if flag not in own:
+            have = ", ".join(own) or "none"
+            raise ConfigError(f"{flag}: not an option of `{paper.name}` (its own switches: "
+                              f"{have}); recipe values are set with --set KEY=VALUE")
+        out += own[flag].overrides
+    return out
+
+
+def _load(args: argparse.Namespace):
+    from speechlab.experiment.runner import load_run
+
+    paper = get_paper(args.paper)
+    overrides = [*args.set, *switch_overrides(paper, args.switches)]
+    return load_run(paper, args.scale, args.out, args.corpus, args.config, overrides)
+
+
+def _run_reproduce(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import run_reproductions
+
+    run = _load(args)
+    run_reproductions([run], jobs=args.jobs)
+    print(run.out)
+    return 0
+
+
+def _run_train(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import train_one
+
+    model_dir = train_one(_load(args), args.model)
+    if model_dir is not None:
+        print(model_dir)
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import budget_lines, load_run, run_reproductions
+    from speechlab.report import write_report
+
+    start = time.time()
+    out: Path = args.out
+    print(f"speechlab demo: the report will be written to {out / 'report' / 'report.html'}", flush=True)
+    papers = [get_paper(name) for name in (args.papers or list(PAPERS))]
+    runs = [load_run(p, "demo", out / p.name) for p in papers]
+    summaries = run_reproductions(runs, jobs=args.jobs)
+    report = write_report([s.out for s in summaries], out / "report")
+    total = (time.time() - start) / 60
+    budget = sum(p.demo_minutes for p in papers)
+    print("time per paper (its preparation and report plus its jobs' time over the workers; "
+          "its budget):")
+    for line in budget_lines(summaries):
+        print("  " + line)
+    print(f"  {'all':<14} {'demo':<8} {total:6.1f} min of {budget:.1f}")
+    print(f"report: {report}")
+    return 0
+
+
+def _run_papers(args: argparse.Namespace) -> int:
+    from speechlab.experiment.jobs import trained_models
+    from speechlab.experiment.recipes import load_recipe
+
+    for name in PAPERS:
+        paper = get_paper(name)
+        print(f"{name}: {paper.title}")
+        print(f"  scales: {', '.join(paper.scales)}; demo budget {paper.demo_minutes:g} min")
+        models = trained_models(paper.plan(load_recipe(paper.config_class, name, "demo")))
+        print(f"  models (demo plan): {', '.join(models)}")
+        for s in paper.switches:
+            print(f"  switch {s.flag}: {s.help} (= --set {' '.join(s.overrides)})")
+    return 0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scale", default="demo", help="a recipe scale of the paper (ci, demo, small, ...)")
+    p.add_argument("--out", type=Path, required=True, help="run directory")
+    p.add_argument("--corpus", type=Path, default=None,
+                   help="corpus dir with {train,dev,test}_cuts.jsonl.gz (default: build the embedded one)")
+    p.add_argument("--config", type=Path, default=None,
+                   help="a recipe YAML to use instead of the scale's (speechlab/recipes/<paper>/<scale>.yaml)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0")
+    p.set_defaults(accepts_switches=True)
+
+
+SWITCHES_EPILOG = ("A paper may declare switches of its own, given like any option (e.g. "
+                   "`speechlab reproduce salad --no-stateful ...`); `speechlab papers` lists "
+                   "them.")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("reproduce", help="reproduce a paper's tables at a chosen scale",
+                       epilog=SWITCHES_EPILOG)
+    p.add_argument("paper", choices=sorted(PAPERS))
+    _common(p)
+    p.add_argument("--jobs", type=int, default=1,
+                   help="jobs run at a time, one process and one thread each")
+    p.set_defaults(func=_run_reproduce, outputs={"out": "dir"})
+
+    t = sub.add_parser(
+        "train", help="train one model of a paper's plan (also under torchrun)",
+        description="Train one model of a paper's plan into OUT/models/MODEL, the layout "
+        "`speechlab reproduce` writes. Under torchrun each rank trains on its own shard and "
+        "rank 0 alone writes, e.g. `python -m torch.distributed.run --standalone "
+        "--nproc_per_node 2 -m speechlab train multisoftmax multisoftmax --scale ci --out DIR`; "
+        "across machines use --nnodes N --node_rank I --rdzv_backend c10d --rdzv_endpoint "
+        "HOST:PORT on each (docs/training.md).", epilog=SWITCHES_EPILOG)
+    t.add_argument("paper", choices=sorted(PAPERS))
+    t.add_argument("model", help="a model of the paper's plan, e.g. multisoftmax, mono_hi, ft_ms_hi")
+    _common(t)
+    t.set_defaults(func=_run_train, outputs={"out": "dir"})
+
+    d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
+    d.add_argument("--out", type=Path, default=Path("exp/demo"))
+    d.add_argument("--jobs", type=int, default=2,
+                   help="jobs run at a time, one process and one thread each (default: 2)")
+    d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
+                   help="only these papers (default: all)")
+    d.set_defaults(func=_run_demo, outputs={"out": "dir"})
+
+    q = sub.add_parser("papers", help="the papers: scales, models of the demo plan, switches")
+    q.set_defaults(func=_run_papers)
