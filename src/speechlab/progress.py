@@ -29,12 +29,14 @@ class WorkProgress:
 
     ``update(done)`` after each piece; the log lines also give the real-time factor (wall
     seconds per unit: for audio the usual RTF) and a final line the total. ``bar`` forces the
-    terminal bar on or off (default: on when stderr is a terminal); ``enabled=False`` shows
-    nothing. Use as a context manager, or call ``close()``.
+    terminal bar on or off (default: on when stderr is a terminal), ``console`` is the rich
+    console it draws on (default: stderr's); ``enabled=False`` shows nothing. Use as a context
+    manager, or call ``close()``.
     """
 
     def __init__(self, what: str, total: float, *, unit: str = "s audio", enabled: bool = True,
-                 log_every: float | None = None, bar: bool | None = None) -> None:
+                 log_every: float | None = None, bar: bool | None = None,
+                 console: object = None) -> None:
         self.what, self.total, self.unit = what, float(total), unit
         self.enabled = enabled
         self.log_every = LOG_EVERY_SECONDS if log_every is None else log_every
@@ -49,7 +51,7 @@ class WorkProgress:
             self._bar = Progress(TextColumn(f"[bold]{what}"), BarColumn(),
                                  TextColumn(f"{{task.completed:.0f}}/{{task.total:.0f}} {unit}"),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=True)
+                                 console=console or Console(stderr=True), transient=True)
             self._task = self._bar.add_task(what, total=self.total)
             self._bar.start()
 
@@ -63,7 +65,8 @@ class WorkProgress:
         if not self.enabled:
             return
         if self._bar is not None:
-            self._bar.update(self._task, completed=self.done)
+            # Drawn now, not only on the bar's next timed refresh: a chunk of work just ended.
+            self._bar.update(self._task, completed=self.done, refresh=True)
             return
         now = time.monotonic()
         if now - self._last_log >= self.log_every and self.done < self.total:

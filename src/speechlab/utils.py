@@ -23,7 +23,7 @@ from speechlab.errors import DataError, SpeechlabError
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, *, suffix: str = "", durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it onto ``path`` only on success.
 
     Readers never see a half-written file, and a crash leaves at most a ``.tmp`` file behind
@@ -31,6 +31,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     ``path`` being a directory) is re-raised naming ``path`` rather than the temporary name;
     torch's failed writes (``RuntimeError`` from ``inline_container.cc``) become the
     ``OSError`` they stand for.
+
+    ``suffix``: the temporary name ends with it, for writers that pick a format by the file
+    name (lhotse's ``.jsonl.gz``). ``durable=False`` skips the fsync before the rename, for the
+    many small files of a build that is redone from scratch after a crash anyway.
     """
     path = Path(path)
     if path.is_dir():
@@ -46,7 +50,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         path = path.resolve()  # replace the file the link points to; the link stays
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{suffix}",
+                                   dir=path.parent)
     except OSError as e:
         raise naming(e, path) from None
     os.close(fd)
@@ -55,8 +60,9 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.chmod(tmp_path, 0o666 & ~_umask())
     try:
         yield tmp_path
-        with open(tmp_path, "rb") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp_path, "rb") as f:
+                os.fsync(f.fileno())
         os.replace(tmp_path, path)
     except BaseException as e:
         # Before the temporary file is removed: its size is what filled the disk.
@@ -103,7 +109,7 @@ def naming(e: OSError, path: str | Path) -> OSError:
 
 
 def _is_temporary(name: str) -> bool:
-    return name.startswith(".") and (name.endswith(".tmp") or name.startswith(".tmp"))
+    return name.startswith(".") and (".tmp" in name)
 
 
 def make_temp_dir(parent: str | Path, prefix: str) -> Path:

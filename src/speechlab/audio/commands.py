@@ -10,14 +10,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.config import add_config_args, config_from_args
 from speechlab.errors import ConfigError, DataError, where
 from speechlab.text.graphemes import TokenizerBuildConfig, UnionTokenizer
-from speechlab.utils import naming
+from speechlab.utils import atomic_path
 
 
 def read_cuts(path: Path):
@@ -38,17 +37,8 @@ def read_cuts(path: Path):
 def write_cuts(cuts, path: Path) -> None:
     """Save a CutSet atomically; the temp name keeps the suffixes lhotse picks the format by."""
     path = Path(path)
-    tmp = path.parent / f".tmp-{os.getpid()}-{path.name}"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path, suffix="".join(path.suffixes)) as tmp:
         cuts.to_file(tmp)
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise naming(e, path) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 # Manifest file names lhotse can write (it picks the format by the suffix).

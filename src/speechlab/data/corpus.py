@@ -24,7 +24,6 @@ import io
 import json
 import logging
 import math
-import os
 import random
 from collections import Counter, deque
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from speechlab.data.text_harvest import (
     harvest_sentences,
 )
 from speechlab.errors import ConfigError, DataError
-from speechlab.utils import atomic_path, atomic_write_json, naming, read_json
+from speechlab.utils import atomic_path, atomic_write_json, read_json
 
 log = logging.getLogger(__name__)
 
@@ -396,17 +395,8 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
     """
     buf = io.BytesIO()
     sf.write(buf, audio, SAMPLE_RATE, subtype="PCM_16", format="WAV")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with atomic_path(path, durable=False) as tmp:
         tmp.write_bytes(buf.getvalue())
-        os.replace(tmp, path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise naming(e, path) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)

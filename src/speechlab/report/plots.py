@@ -22,13 +22,15 @@ DPI = 150
 _SIZE = (6.4, 4.0)  # inches; at DPI 150 about 960 x 600 pixels before tight cropping
 
 
-def _new_figure(size: tuple[float, float] = _SIZE) -> MplFigure:
+def new_figure(size: tuple[float, float] = _SIZE) -> MplFigure:
+    """An empty figure on the Agg canvas, for a paper's own drawing (then :func:`save_figure`)."""
     fig = MplFigure(figsize=size)
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig: MplFigure, path: str | Path) -> Path:
+def save_figure(fig: MplFigure, path: str | Path) -> Path:
+    """Write ``fig`` as a PNG at ``path``, atomically."""
     path = Path(path)
     if path.suffix.lower() != ".png":
         raise ValueError(f"{path}: figures are written as PNG; give a path ending in .png")
@@ -55,7 +57,7 @@ def line_plot(xs: Sequence[float] | Mapping[str, Sequence[float]],
     """
     if not series:
         raise ValueError("line_plot needs at least one series")
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for name, ys in series.items():
         x = xs[name] if isinstance(xs, Mapping) else xs
@@ -68,7 +70,7 @@ def line_plot(xs: Sequence[float] | Mapping[str, Sequence[float]],
     if len(series) > 1:
         ax.legend()
     _label(ax, xlabel, ylabel, title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def panel_plot(panels: Mapping[str, tuple[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]]],
@@ -86,7 +88,7 @@ def panel_plot(panels: Mapping[str, tuple[Mapping[str, Sequence[float]], Mapping
     colours = {n: f"C{i % 10}" for i, n in enumerate(names)}
     rows = -(-len(panels) // columns)
     cols = min(columns, len(panels))
-    fig = _new_figure((4.2 * cols, 3.0 * rows + 0.6))
+    fig = new_figure((4.2 * cols, 3.0 * rows + 0.6))
     axes = fig.subplots(rows, cols, squeeze=False)
     for ax, (panel, (xs, series)) in zip(axes.flat, panels.items()):
         for name, ys in series.items():
@@ -108,7 +110,7 @@ def panel_plot(panels: Mapping[str, tuple[Mapping[str, Sequence[float]], Mapping
     if title:
         fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def bar_plot(categories: Sequence[str], series: Mapping[str, Sequence[float]], *,
@@ -122,7 +124,7 @@ def bar_plot(categories: Sequence[str], series: Mapping[str, Sequence[float]], *
         if len(values) != len(categories):
             raise ValueError(f"series {name!r} has {len(values)} values for "
                              f"{len(categories)} categories")
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     x = np.arange(len(categories))
     width = 0.8 / len(series)
@@ -135,7 +137,7 @@ def bar_plot(categories: Sequence[str], series: Mapping[str, Sequence[float]], *
     if len(series) > 1:
         ax.legend()
     _label(ax, xlabel, ylabel, title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def heatmap(matrix: Any, *, path: str | Path, xlabel: str = "", ylabel: str = "",
@@ -155,7 +157,7 @@ def heatmap(matrix: Any, *, path: str | Path, xlabel: str = "", ylabel: str = ""
         raise ValueError(f"heatmap needs a non-empty 2-D matrix, got shape {m.shape}")
     if origin not in ("upper", "lower"):
         raise ValueError(f"origin must be 'upper' or 'lower', got {origin!r}")
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     im = ax.imshow(m, origin=origin, aspect="auto", interpolation="nearest", cmap=cmap)
     if xticklabels is not None:
@@ -165,4 +167,4 @@ def heatmap(matrix: Any, *, path: str | Path, xlabel: str = "", ylabel: str = ""
     if colorbar:
         fig.colorbar(im, ax=ax)
     _label(ax, xlabel, ylabel, title)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -31,6 +31,7 @@ from torch import nn
 
 from speechlab.config import add_config_args, config_from_args
 from speechlab.train import distributed
+from speechlab.train.card import config_builder
 from speechlab.train.config import TrainConfig
 from speechlab.train.sampler import LanguageBatch, LanguageBatches, MapBatches
 from speechlab.train.trainer import Trainer
@@ -203,14 +204,7 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
+
 FAMILY = "toy"
-
-
-def build_from_dict(config: Mapping[str, Any]) -> ToyModel:
-    from speechlab.config import from_dict
-
-    return build_model(from_dict(ToyConfig, dict(config)))
-
-
-#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
-BUILDERS = {FAMILY: build_from_dict}
+#: family name -> builder from the config dict, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: config_builder(ToyConfig, build_model)}

@@ -62,6 +62,13 @@ class ModelCard:
         return builder(self.config)
 
 
+def config_builder(config_class: type, build: Callable[[Any], nn.Module]) -> Builder:
+    """A family's builder: the card's config dict -> ``config_class`` -> ``build(config)``."""
+    from speechlab.config import from_dict
+
+    return lambda config: build(from_dict(config_class, dict(config)))
+
+
 def best_or_latest(run_dir: str | Path) -> Path:
     """``best.pt`` of ``run_dir`` if it exists, else its newest periodic checkpoint."""
     run_dir = Path(run_dir)

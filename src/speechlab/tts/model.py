@@ -24,16 +24,16 @@ Shapes: B batch, T frames, D model dim, L input dim, O output dim (43).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
+from speechlab.train.card import config_builder, load_trained
 from speechlab.errors import ConfigError
 from speechlab.nn.mask import lengths_to_mask
 from speechlab.nn.transformer import SelfAttention
@@ -258,21 +258,11 @@ def num_parameters(model: nn.Module) -> int:
 # The family: rebuilding a trained model from its checkpoint's card
 
 FAMILY = "tts"
-
-
-def build_from_dict(config: Mapping[str, Any]) -> nn.Module:
-    from speechlab.config import from_dict
-
-    return build_from_config(from_dict(AcousticModelConfig, dict(config)))
-
-
-#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
-BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {FAMILY: build_from_dict}
+#: family name -> builder from the config dict, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: config_builder(AcousticModelConfig, build_from_config)}
 
 
 def load(path: str | Path) -> nn.Module:
     """The acoustic model (SALAD or RNN) trained in ``path`` (a model directory or a
     checkpoint), in eval mode."""
-    from speechlab.train.card import load_trained
-
-    return load_trained(path, BUILDERS)
+    return load_trained(path, BUILDERS)  # type: ignore[return-value]

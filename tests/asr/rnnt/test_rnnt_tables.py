@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import pytest
 
 from speechlab.asr.rnnt.decode import LidFreeRun
 from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig

@@ -14,13 +14,12 @@ dim, V tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from torch import Tensor, nn
 
+from speechlab.train.card import config_builder, load_trained
 from speechlab.errors import ConfigError
 from speechlab.nn.transformer import Conv2dSubsampling, TransformerEncoder
 
@@ -103,21 +102,10 @@ def build(cfg: CtcModelConfig) -> CtcModel:
 # The family: rebuilding a trained model from its checkpoint's card
 
 FAMILY = "ctc"
-
-
-def build_from_dict(config: Mapping[str, Any]) -> CtcModel:
-    """The model of a :class:`CtcModelConfig` given as a plain dict (a checkpoint's card)."""
-    from speechlab.config import from_dict
-
-    return build(from_dict(CtcModelConfig, dict(config)))
-
-
-#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
-BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {FAMILY: build_from_dict}
+#: family name -> builder from the config dict, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: config_builder(CtcModelConfig, build)}
 
 
 def load(path: str | Path) -> CtcModel:
     """The CTC acoustic model trained in ``path`` (a model directory or a checkpoint)."""
-    from speechlab.train.card import load_trained
-
     return load_trained(path, BUILDERS)  # type: ignore[return-value]

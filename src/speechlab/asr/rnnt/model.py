@@ -16,10 +16,10 @@ Shapes: B batch, T frames, U labels, V vocabulary, L languages, D dims.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +30,7 @@ from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, EncoderState, LST
 from speechlab.asr.rnnt.joiner import Joiner
 from speechlab.asr.rnnt.predictor import Predictor
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_preset
+from speechlab.train.card import config_builder, load_trained
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import lengths_to_mask
 from speechlab.text.graphemes import UnionMap
@@ -338,21 +339,10 @@ def format_parameter_table(rows: list[dict[str, object]]) -> str:
 # The family: rebuilding a trained model from its checkpoint's card
 
 FAMILY = "rnnt"
-
-
-def build_from_dict(config: Mapping[str, Any]) -> RNNT:
-    """The model of an :class:`RNNTConfig` given as a plain dict (a checkpoint's card)."""
-    from speechlab.config import from_dict
-
-    return build_from_config(from_dict(RNNTConfig, dict(config)))
-
-
-#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
-BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {FAMILY: build_from_dict}
+#: family name -> builder from the config dict, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: config_builder(RNNTConfig, build_from_config)}
 
 
 def load(path: str | Path) -> RNNT:
     """The RNN-T trained in ``path`` (a model directory or a checkpoint), in eval mode."""
-    from speechlab.train.card import load_trained
-
     return load_trained(path, BUILDERS)  # type: ignore[return-value]

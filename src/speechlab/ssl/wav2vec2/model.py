@@ -12,15 +12,14 @@ Shapes: B batch, S samples, T frames, C conv channels, D model dim, F final dim,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
+from speechlab.train.card import config_builder, load_trained
 from speechlab.nn import lengths_to_mask
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.feature_encoder import FbankEncoder, FeatureEncoder
@@ -197,28 +196,12 @@ def build_ctc(config: CtcConfig) -> Wav2Vec2CTC:
 
 FAMILY = "wav2vec2"          # the pre-training model
 CTC_FAMILY = "wav2vec2_ctc"  # fine-tuned with CTC
-
-
-def build_from_dict(config: Mapping[str, Any]) -> Wav2Vec2:
-    from speechlab.config import from_dict
-
-    return build_from_config(from_dict(Wav2Vec2Config, dict(config)))
-
-
-def build_ctc_from_dict(config: Mapping[str, Any]) -> Wav2Vec2CTC:
-    from speechlab.config import from_dict
-
-    return build_ctc(from_dict(CtcConfig, dict(config)))
-
-
-#: family name -> builder, for :func:`speechlab.train.card.load_trained`.
-BUILDERS: dict[str, Callable[[Mapping[str, Any]], nn.Module]] = {
-    FAMILY: build_from_dict, CTC_FAMILY: build_ctc_from_dict}
+#: family name -> builder from the config dict, for :func:`speechlab.train.card.load_trained`.
+BUILDERS = {FAMILY: config_builder(Wav2Vec2Config, build_from_config),
+            CTC_FAMILY: config_builder(CtcConfig, build_ctc)}
 
 
 def load(path: str | Path) -> Wav2Vec2 | Wav2Vec2CTC:
     """The wav2vec 2.0 model trained in ``path`` (a model directory or a checkpoint): the
     pre-training model or the CTC model, whichever its card says."""
-    from speechlab.train.card import load_trained
-
     return load_trained(path, BUILDERS)  # type: ignore[return-value]
