@@ -234,3 +234,50 @@ def validate_cut(cut: Any, expected_sr: int | None = 16000, known_languages: Ite
         raise DataError(f"cut {cut.id!r}: has no supervision (transcript)")
     for sup in cut.supervisions:
         validate_supervision(sup.text, sup.language, known, utt=sup.id)
+
+
+def resample(samples: np.ndarray, from_rate: int, to_rate: int) -> np.ndarray:
+    """``samples`` at ``to_rate`` (polyphase filtering; the same array when the rates agree)."""
+    if from_rate == to_rate:
+        return samples
+    from math import gcd
+
+    from scipy.signal import resample_poly
+
+    g = gcd(int(from_rate), int(to_rate))
+    return resample_poly(samples, int(to_rate) // g, int(from_rate) // g).astype(np.float32)
+
+
+def as_samples(audio: Any, sample_rate: int, target_rate: int, *, what: str = "audio"
+               ) -> np.ndarray:
+    """Mono float32 samples at ``target_rate`` from what a user passes to ``transcribe``: a
+    path to an audio file (its own rate is used), or a 1-D array / tensor of samples at
+    ``sample_rate``. Multi-channel files are averaged to mono; NaN or inf, an empty recording
+    and a non-positive rate are refused, naming ``what``."""
+    if isinstance(audio, (str, Path)):
+        path = Path(audio)
+        info = audio_info(path)
+        samples = load_audio(path, expected_sr=None, channels=None)
+        if samples.ndim == 2:
+            samples = samples.mean(axis=1)
+        return resample(np.ascontiguousarray(samples, dtype=np.float32), info.sample_rate,
+                        target_rate)
+    if not (isinstance(sample_rate, (int, np.integer)) and sample_rate > 0):
+        raise DataError(f"{what}: sample_rate must be a positive number of Hz, got {sample_rate!r}")
+    if hasattr(audio, "detach"):  # a torch tensor
+        audio = audio.detach().cpu().numpy()
+    samples = np.asarray(audio)
+    if samples.ndim == 2 and 1 in samples.shape:
+        samples = samples.reshape(-1)
+    if samples.ndim != 1:
+        raise DataError(f"{what}: expected mono samples (one dimension), got shape "
+                        f"{tuple(samples.shape)}")
+    if not np.issubdtype(samples.dtype, np.number):
+        raise DataError(f"{what}: samples must be numbers, got {samples.dtype}")
+    if np.issubdtype(samples.dtype, np.integer):  # PCM: scale to [-1, 1]
+        samples = samples.astype(np.float32) / float(np.iinfo(samples.dtype).max + 1)
+    samples = samples.astype(np.float32, copy=False)
+    if not len(samples):
+        raise DataError(f"{what}: no samples")
+    check_finite(samples, what, sample_rate)
+    return resample(samples, int(sample_rate), target_rate)

@@ -1,0 +1,167 @@
+"""A trained model as a self-contained directory, usable with nothing else from the run that
+made it (``speechlab export``, read back by ``speechlab.load``).
+
+Layout (in the manner of Hugging Face's ``save_pretrained``)::
+
+    PKG/
+      speechlab.json      the card: format and version, family, kind (asr / tts / ssl), the
+                          model config, languages, tokenizers or vocabulary, feature and CMVN
+                          settings, decoding defaults, the side files below, the run's test
+                          figures and the command that made them
+      model.safetensors   the weights (never a pickle)
+      ...                 side files the model needs, named in the card's "files"
+                          (a decoding graph, an ARPA LM, a TTS question set, ONNX graphs)
+
+This module knows no model family: it writes and reads the card, the weights and the side
+files; each family's library says what goes into its card (``to_package`` / ``from_package``).
+A package is written into a temporary directory next to ``PKG`` and renamed into place, so a
+killed export leaves nothing half-written, and an existing ``PKG`` is replaced only with
+``overwrite``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from speechlab.errors import DataError
+from speechlab.utils import make_temp_dir
+
+CARD_NAME = "speechlab.json"
+WEIGHTS_NAME = "model.safetensors"
+FORMAT = "speechlab-package"
+VERSION = 1
+KINDS = ("asr", "tts", "ssl")
+
+
+@dataclass(frozen=True)
+class PackageCard:
+    """The card of a package. ``config`` rebuilds the model (its family's config dataclass as a
+    dict); ``files`` maps a role (``"graph"``, ``"lm"``, ...) to a file name inside the
+    package; ``data`` holds what the family needs besides (tokenizers, CMVN statistics,
+    decoding defaults); ``results`` the run's test figures and ``made_by`` the command, run
+    and checkpoint they came from."""
+
+    family: str
+    kind: str
+    config: dict[str, Any]
+    languages: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    made_by: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "family": self.family, "kind": self.kind,
+                "languages": list(self.languages), "config": self.config, "files": self.files,
+                "data": self.data, "results": self.results, "made_by": self.made_by}
+
+    @classmethod
+    def from_json(cls, d: Any, source: object) -> PackageCard:
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            raise DataError(f"{source}: not a speechlab package card (no \"format\": "
+                            f"\"{FORMAT}\")")
+        if d.get("version") != VERSION:
+            raise DataError(f"{source}: package version {d.get('version')!r}; this speechlab "
+                            f"reads version {VERSION}: export the model again")
+        for key, kind in (("family", str), ("kind", str), ("config", dict), ("files", dict),
+                          ("data", dict), ("languages", list)):
+            if not isinstance(d.get(key), kind):
+                raise DataError(f"{source}: \"{key}\" must be a {kind.__name__}")
+        if d["kind"] not in KINDS:
+            raise DataError(f"{source}: kind {d['kind']!r} is not one of {list(KINDS)}")
+        for role, name in d["files"].items():
+            if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+                raise DataError(f"{source}: file {role!r} must be a plain file name inside the "
+                                f"package, got {name!r}")
+        return cls(d["family"], d["kind"], d["config"], tuple(d["languages"]), d["files"],
+                   d["data"], d.get("results") or {}, d.get("made_by") or {})
+
+
+def is_package(path: str | Path) -> bool:
+    return (Path(path) / CARD_NAME).is_file()
+
+
+def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torch.Tensor],
+                  files: Mapping[str, str | Path | bytes] = (), *, overwrite: bool = False
+                  ) -> Path:
+    """Write the package ``out``: the card, the weights as safetensors, and each side file
+    (``files``: name inside the package -> a file to copy, or its bytes). The names must be
+    the ones ``card.files`` lists."""
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise DataError(f"{out} already exists; pass --overwrite to replace it")
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out} exists and is not a directory; give a directory path")
+    missing = sorted(set(card.files.values()) - set(dict(files)))
+    if missing:
+        raise ValueError(f"the card names files that are not given: {missing}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = make_temp_dir(out.parent, out.name)
+    try:
+        save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()},
+                  str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "family": card.family})
+        for name, src in dict(files).items():
+            if isinstance(src, bytes):
+                (tmp / name).write_bytes(src)
+            else:
+                shutil.copyfile(src, tmp / name)
+        (tmp / CARD_NAME).write_text(json.dumps(card.to_json(), indent=1, ensure_ascii=False)
+                                     + "\n", encoding="utf-8")
+        if out.exists():
+            old = out.with_name(f".{out.name}.replaced")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def read_card(path: str | Path) -> PackageCard:
+    """The card of the package at ``path``."""
+    card_path = Path(path) / CARD_NAME
+    try:
+        d = json.loads(card_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(f"{card_path}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise DataError(f"{card_path}:{e.lineno}: not valid JSON ({e.msg}); export the model "
+                        "again") from None
+    card = PackageCard.from_json(d, card_path)
+    for role, name in card.files.items():
+        if not (Path(path) / name).is_file():
+            raise DataError(f"{Path(path) / name}: the package's {role} file is missing; export "
+                            "the model again")
+    return card
+
+
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """The package's weights (safetensors: reading them runs no code)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    file = Path(path) / WEIGHTS_NAME
+    if not file.is_file():
+        raise DataError(f"{file} is missing: a package holds its weights there")
+    try:
+        weights = load_file(str(file))
+    except (SafetensorError, OSError) as e:
+        raise DataError(f"{file}: unreadable weights ({e}); export the model again") from None
+    bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if bad:
+        raise DataError(f"{file}: tensor {bad[0]!r} holds NaN or inf ({len(bad)} such tensors): "
+                        "the model diverged; export a good checkpoint")
+    return weights
