@@ -73,7 +73,8 @@ from speechlab.ssl.wav2vec2.config import Wav2Vec2Config  # noqa: E402
 from speechlab.ssl.wav2vec2.finetune import FinetuneTaskConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.model import CtcConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig  # noqa: E402
-from speechlab.ssl.wav2vec2.reproduce import LocalAttentionConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.decode import LmSearchConfig  # noqa: E402
+from speechlab.ssl.wav2vec2.recipe import LocalAttentionConfig  # noqa: E402
 from speechlab.tts.corpus import TtsCorpusConfig  # noqa: E402
 from speechlab.tts.model import AcousticModelConfig  # noqa: E402
 from speechlab.tts.reproduce import SaladConfig  # noqa: E402
@@ -84,7 +85,8 @@ CONFIGS = [OptimConfig, ScheduleConfig, TrainConfig, ModelDims, RNNTConfig, Sear
            EarlyStopConfig, DecodeConfig, TaskConfig, FbankConfig, SpecAugmentConfig,
            ImportConfig, CorpusConfig, ScoreConfig, MultiSoftmaxConfig,
            TopologiesConfig,
-           Wav2Vec2Config, CtcConfig, PretrainTaskConfig, FinetuneTaskConfig, LocalAttentionConfig]
+           Wav2Vec2Config, CtcConfig, PretrainTaskConfig, FinetuneTaskConfig, LmSearchConfig,
+           LocalAttentionConfig]
 CONFIGS += [TtsCorpusConfig, AcousticModelConfig, TtsTaskConfig, SaladConfig]  # SALAD paper
 
 

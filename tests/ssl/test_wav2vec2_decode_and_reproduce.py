@@ -119,7 +119,7 @@ def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
 
 def test_reproduce_local_attention_runs_with_the_fbank_front_end(tmp_path):
     from speechlab.cli import main
-    from speechlab.experiment.trained import load_trained
+    from speechlab.ssl.wav2vec2.model import load
     from speechlab.report import Results
     from speechlab.testing.corpus import tiny_corpus
 
@@ -129,7 +129,7 @@ def test_reproduce_local_attention_runs_with_the_fbank_front_end(tmp_path):
             str(out), "--jobs", "1", "--set", "front_end=fbank", "beam_prune_logp=-10",
             "token_min_logp=-5"]
     assert main(argv) == 0
-    assert load_trained(out / "models" / "L_B2-5").encoder.config.front_end == "fbank"
+    assert load(out / "models" / "L_B2-5").encoder.config.front_end == "fbank"
     # the fine-tunes share the fbank frames: 160 channels at 20 ms
     assert torch.load(out / "features" / "conv.pt")["train"][0].shape[1] == 160
     assert "log-mel fbank front end" in Results.load(out).notes
@@ -139,7 +139,67 @@ def test_reproduce_local_attention_runs_with_the_fbank_front_end(tmp_path):
                                     {"token_min_logp": 0.5}])
 def test_local_attention_config_refuses_bad_front_end_and_pruning(change):
     from speechlab.errors import ConfigError
-    from speechlab.ssl.wav2vec2.reproduce import LocalAttentionConfig
+    from speechlab.ssl.wav2vec2.recipe import LocalAttentionConfig
 
     with pytest.raises(ConfigError):
         LocalAttentionConfig(**change)
+
+
+class _PlantedModel:
+    """A stand-in CTC model: waveform ``[k, ...]`` -> the planted (T, V) log-probs number k."""
+
+    def __init__(self, planted):
+        self.planted = planted
+
+    def __call__(self, x):
+        return torch.as_tensor(self.planted[int(x[0, 0])])[None], None
+
+
+def test_decode_with_lm_tunes_the_weight_on_dev_at_the_first_beam_and_uses_it_everywhere():
+    from dataclasses import dataclass
+
+    from speechlab.ssl.wav2vec2.decode import LmSearchConfig, decode_with_lm
+
+    tok = GraphemeTokenizer.build(["hello world word"], "en")
+    calls = []
+
+    @dataclass(frozen=True)
+    class Planted(LmSearchConfig):
+        # only the weight 0.6 finds the right last word, at any beam
+        def decoder(self, lm, tokenizer, beam, lm_weight):
+            calls.append((beam, lm_weight))
+            return lambda lp: "hello world" if lm_weight == 0.6 else "hello word"
+
+    model = _PlantedModel([_spell(tok, "hello world"), _spell(tok, "hello word")])
+    sets = {"dev": {"d0": torch.tensor([0.0]), "d1": torch.tensor([1.0])},
+            "test": {"t0": torch.tensor([1.0])}}
+    search = Planted(beams=(4, 9), lm_weights=(0.3, 0.6, 1.0))
+    out = decode_with_lm(model, tok, None, sets, {"d0": "hello world"}, search)
+    assert out.lm_weight == 0.6
+    assert out.dev_wer == {0.3: 0.5, 0.6: 0.0, 1.0: 0.5}
+    # tuning decodes at the first beam only; then every beam at the chosen weight
+    assert calls == [(4, 0.3), (4, 0.6), (4, 1.0), (4, 0.6), (9, 0.6)]
+    assert list(out.hyps) == [None, 4, 9]
+    assert out.hyps[None] == {"dev": {"d0": "hello world", "d1": "hello word"},
+                              "test": {"t0": "hello word"}}
+    assert out.hyps[9] == {"dev": {"d0": "hello world", "d1": "hello world"},
+                           "test": {"t0": "hello world"}}
+
+
+def test_decode_with_lm_refuses_tuning_references_of_utterances_it_does_not_decode():
+    from speechlab.errors import DataError
+    from speechlab.ssl.wav2vec2.decode import LmSearchConfig, decode_with_lm
+
+    tok = GraphemeTokenizer.build(["hello"], "en")
+    model = _PlantedModel([_spell(tok, "hello")])
+    with pytest.raises(DataError, match=r"\['nope'\] are not in the 'dev' set"):
+        decode_with_lm(model, tok, None, {"dev": {"d0": torch.tensor([0.0])}}, {"nope": "hello"},
+                       LmSearchConfig())
+
+
+def test_the_lm_search_needs_a_beam_and_a_weight():
+    from speechlab.errors import ConfigError
+    from speechlab.ssl.wav2vec2.decode import LmSearchConfig
+
+    with pytest.raises(ConfigError, match="at least one beam and one LM weight"):
+        LmSearchConfig(lm_weights=())

@@ -4,9 +4,11 @@ local-attention paper, Chen & Asgari).
 - :func:`build` (:mod:`.model`): the pre-training model of a preset, some blocks local.
 - :func:`local_attention` (:mod:`.attention`): banded softmax attention, exact, O(T x radius).
 - :mod:`.diagnose`: per-block attention maps, their statistics and ``classify``.
-- :mod:`.pretrain`, :mod:`.finetune`: the trainer's tasks; :mod:`.decode`: greedy and LM beam
-  search; :mod:`.checkpoint_import`: Hugging Face and fairseq checkpoints from disk;
-  :mod:`.reproduce`: ``speechlab reproduce local-attention``.
+- :mod:`.pretrain`, :mod:`.finetune`: the trainer's tasks; :mod:`.training`: training one
+  model with them; :mod:`.decode`: greedy and LM beam search, and decoding sets of waveforms;
+  :mod:`.checkpoint_import`: Hugging Face and fairseq checkpoints from disk.
+- ``speechlab reproduce local-attention``: :mod:`.recipe` (config, jobs, data),
+  :mod:`.reproduce` (the plan), :mod:`.tables`.
 
 See ``docs/local-attention.md``.
 """

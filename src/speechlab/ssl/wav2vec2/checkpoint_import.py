@@ -32,7 +32,7 @@ from torch import Tensor, nn
 
 from speechlab.errors import DataError
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
-from speechlab.ssl.wav2vec2.model import CtcConfig, build_ctc, build_from_config
+from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
 
 log = logging.getLogger(__name__)
 
@@ -370,7 +370,7 @@ def load_fairseq(path: Path, ckpt: Mapping[str, Any]) -> nn.Module:
 def load_pretrained(path: str | Path) -> nn.Module:
     """A wav2vec 2.0 model (pre-training or CTC) from any checkpoint kind of the module doc,
     in ``eval()`` mode."""
-    from speechlab.experiment.trained import best_or_latest, read_card
+    from speechlab.train.card import best_or_latest, read_card
     from speechlab.train.checkpoint import load_model_weights
 
     path = Path(path)
@@ -387,7 +387,7 @@ def load_pretrained(path: str | Path) -> nn.Module:
         card = read_card(path)
         if card.family not in ("wav2vec2", "wav2vec2_ctc"):
             raise DataError(f"{path} holds a {card.family!r} model, not wav2vec 2.0")
-        model = card.build()
+        model = card.build(BUILDERS, path)
         load_model_weights(model, path)
         return model.eval()
     if isinstance(ckpt.get("model"), dict):
