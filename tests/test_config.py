@@ -77,7 +77,7 @@ from speechlab.ssl.wav2vec2.decode import LmSearchConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.recipe import LocalAttentionConfig  # noqa: E402
 from speechlab.tts.corpus import TtsCorpusConfig  # noqa: E402
 from speechlab.tts.model import AcousticModelConfig  # noqa: E402
-from speechlab.tts.reproduce import SaladConfig  # noqa: E402
+from speechlab.tts.recipe import SaladConfig  # noqa: E402
 from speechlab.tts.task import TtsTaskConfig  # noqa: E402
 
 # Every config dataclass of the package; a new paper's configs join this list.

@@ -43,9 +43,26 @@ def test_streams_continue_from_batch_to_batch():
     assert x == [float(b.extra[i, 1]) for i in first.frames[0]]
 
 
-def test_shuffled_windows_reset_the_state_and_the_position():
-    b = StreamBatches(_utts([50, 30, 40]), streams=3, window=7, stateful=False, seed=0)
-    assert all(next(b).first and b.index >= 0 for _ in range(5))
+def test_shuffled_windows_are_the_stateful_ones_reordered_each_from_the_zero_state():
+    utts = _utts([50, 30, 40])
+    stateful = StreamBatches(utts, streams=3, window=7, seed=0)
+    shuffled = StreamBatches(utts, streams=3, window=7, stateful=False, seed=0)
+    a = [next(stateful) for _ in range(stateful.batches_per_epoch)]
+    b = [next(shuffled) for _ in range(shuffled.batches_per_epoch)]
+    # stateful: only the epoch's first batch starts from the zero state, the others continue
+    assert [x.first for x in a] == [True] + [False] * (len(a) - 1)
+    assert [x.offset for x in a] == [7 * k for k in range(len(a))]
+    # shuffled: every batch restarts the state at position 0
+    assert all(x.first and x.offset == 0 for x in b)
+    # the same windows (each a run of the epoch's frames), in another order across batches
+    rows = lambda batches: sorted(tuple(r) for x in batches for r in x.frames.tolist())
+    assert rows(a) == rows(b)
+    assert [x.frames.tolist() for x in a] != [x.frames.tolist() for x in b]
+    # the inputs and lengths follow the shuffled frames
+    for x in b:
+        assert x.lens.tolist() == (x.frames >= 0).sum(1).tolist()
+        real = x.frames[0][x.frames[0] >= 0]
+        assert x.y[0, : len(real), 0].tolist() == [float(shuffled.y[i, 0]) for i in real]
 
 
 def test_resume_gives_the_same_batches():

@@ -81,7 +81,7 @@ def test_salad_recipes_use_noam_with_the_models_width():
     from speechlab.experiment.recipes import load_recipe
     from speechlab.train.schedule import noam
     from speechlab.train.config import ScheduleConfig
-    from speechlab.tts.reproduce import SaladConfig
+    from speechlab.tts.recipe import SaladConfig
 
     cfg = SaladConfig()
     assert cfg.salad_train.schedule.name == "noam" and cfg.salad_train.schedule.warmup_steps == 4000
@@ -96,21 +96,23 @@ def test_salad_recipes_use_noam_with_the_models_width():
 
 
 def test_output_conv_reaches_the_salad_models_only():
+    from speechlab.tts.evaluate import output_conv_width
     from speechlab.tts.model import build_from_config
-    from speechlab.tts.reproduce import SaladConfig, _output_conv, model_config
+    from speechlab.tts.recipe import Role, SaladConfig, model_config
 
+    big_rnn, big_salad = Role("big", "rnn"), Role("big", "salad")
     cfg = SaladConfig(models={"big_rnn": "tiny_rnn", "big_salad": "tiny_salad"}, output_conv=5)
-    salad = model_config(cfg, "big_salad", 12)
-    assert salad.output_conv == 5 and model_config(cfg, "big_rnn", 12).output_conv == 0
-    assert _output_conv(build_from_config(salad)) == 5
-    assert _output_conv(build_from_config(model_config(SaladConfig(models=cfg.models), "big_salad", 12))) == 0
-    assert _output_conv(build_from_config(model_config(cfg, "big_rnn", 12))) == 0
+    salad = model_config(cfg, big_salad, 12)
+    assert salad.output_conv == 5 and model_config(cfg, big_rnn, 12).output_conv == 0
+    assert output_conv_width(build_from_config(salad)) == 5
+    assert output_conv_width(build_from_config(model_config(SaladConfig(models=cfg.models), big_salad, 12))) == 0
+    assert output_conv_width(build_from_config(model_config(cfg, big_rnn, 12))) == 0
     with pytest.raises(ConfigError, match="odd"):
-        model_config(SaladConfig(models=cfg.models, output_conv=4), "big_salad", 12)
+        model_config(SaladConfig(models=cfg.models, output_conv=4), big_salad, 12)
 
 
 def test_ransac_fit_recovers_a_planted_line_and_handles_few_points():
-    from speechlab.tts.reproduce import ransac_fit
+    from speechlab.tts.latency import ransac_fit
 
     x = [1.0, 5.0, 10.0, 20.0, 35.0]
     y = [0.01 + 0.02 * s for s in x]
@@ -135,5 +137,6 @@ def test_no_stateful_switch_trains_on_shuffled_windows(run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", "multisoftmax", "multisoftmax", "--scale", "ci", "--out",
                  str(tmp_path / "other"), "--no-stateful"]) != 0
-    assert "--no-stateful is a switch of the salad paper" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--no-stateful: not an option of `multisoftmax`" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "other").exists()

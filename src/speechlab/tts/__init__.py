@@ -5,7 +5,10 @@
 - :mod:`.acoustic`: WORLD analysis to the 43 acoustic dims, and synthesis back to a waveform.
 - :mod:`.corpus`: the embedded festival corpus and the reader of wav + label corpora.
 - :mod:`.batching`, :mod:`.task`: the paper's stateful batches and the trainer's task.
-- :mod:`.reproduce`: ``speechlab reproduce salad``.
+- :mod:`.training`, :mod:`.evaluate`, :mod:`.latency`: training one model, scoring it on a test
+  set (Table 2), timing it (Fig. 3).
+- :mod:`.synthesis`: a trained model directory's side files, and speech from labels with it.
+- :mod:`.recipe`, :mod:`.reproduce`, :mod:`.tables`: ``speechlab reproduce salad``.
 
 See ``docs/salad.md``.
 """

@@ -19,37 +19,6 @@ from speechlab.config import add_config_args, config_from_args
 from speechlab.errors import ConfigError, DataError
 
 
-def synthesize_labels(model_dir: Path, labels, window: int | None = None):
-    """(samples,) float32 16 kHz speech for :class:`~speechlab.tts.labels.Labels` with the
-    model trained in ``model_dir`` (its checkpoint, ``tts.json`` and ``questions.hed``)."""
-    import numpy as np
-    import torch
-
-    from speechlab.experiment.trained import load_trained
-    from speechlab.tts.acoustic import synthesize
-    from speechlab.tts.features import normalize_utterance, read_stats, utterance_arrays
-    from speechlab.tts.questions import load_questions
-    from speechlab.tts.reproduce import QUESTIONS_NAME, SIDECAR
-
-    sidecar = model_dir / SIDECAR
-    if not sidecar.is_file():
-        raise DataError(f"{model_dir}: no {SIDECAR} (normalizers); give a model directory "
-                        "written by 'speechlab reproduce salad' (OUT/models/NAME)")
-    inputs, outputs, max_duration, _ = read_stats(sidecar)
-    questions = load_questions(model_dir / QUESTIONS_NAME)
-    model = load_trained(model_dir)
-    utt = normalize_utterance("synth", utterance_arrays(labels, None, questions), inputs, None,
-                              max_duration)
-    expected = model.embedding.proj.in_features
-    if utt.phone_x.shape[1] + 2 != expected:
-        raise DataError(f"{model_dir}: the model takes {expected} inputs, its question set gives "
-                        f"{utt.phone_x.shape[1] + 2}")
-    with torch.no_grad():
-        x = torch.from_numpy(utt.x())[None]
-        y = model(x, torch.tensor([x.shape[1]]), window=window)[0].numpy()
-    return synthesize(outputs.inverse(np.asarray(y)))
-
-
 def _run_synth(args: argparse.Namespace) -> int:
     import io
     import tempfile
@@ -59,6 +28,7 @@ def _run_synth(args: argparse.Namespace) -> int:
     from speechlab.tts.acoustic import SAMPLE_RATE
     from speechlab.tts.corpus import festival_synthesize
     from speechlab.tts.labels import load_labels, parse_labels
+    from speechlab.tts.synthesis import synthesize_labels
     from speechlab.utils import atomic_path
 
     if (args.labels is None) == (args.text is None):

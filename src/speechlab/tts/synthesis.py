@@ -1,0 +1,116 @@
+"""Speech from phone-aligned labels with a trained acoustic model: what a model directory holds
+besides its checkpoint, and the :class:`Synthesizer` built from it.
+
+A model directory (``OUT/models/NAME`` of ``speechlab reproduce salad``) holds the checkpoint
+(its card rebuilds the model, :func:`speechlab.tts.model.load`) and two side files, written
+when its training starts (:func:`write_model_files`):
+
+- ``tts.json`` (:data:`SIDECAR`): the input and output normalizers fitted on the training
+  data, the longest training phone (frames) and the question set's source;
+- ``questions.hed`` (:data:`QUESTIONS_NAME`): the question set itself, so the directory is
+  usable without the file it was trained with.
+
+:class:`Synthesizer` turns :class:`~speechlab.tts.labels.Labels` into normalized inputs, the
+model's acoustic frames and, through WORLD, a 16 kHz waveform (``speechlab synth``).
+
+Shapes: T frames, L input dims, O output dims (43).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechlab.errors import DataError
+from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
+from speechlab.tts.labels import InputNormalizer, Labels
+from speechlab.tts.questions import QuestionSet
+from speechlab.utils import atomic_path
+
+SIDECAR = "tts.json"      # in each model directory: normalizers, question set source
+QUESTIONS_NAME = "questions.hed"
+
+
+def write_model_files(model_dir: Path, stats: dict, question_file: str | None) -> None:
+    """The side files of a model directory: ``stats`` (``TtsData.stats()``: the normalizers)
+    and the question set (the file ``question_file``, or the project's English set)."""
+    from speechlab.tts.questions import english_questions
+    from speechlab.utils import atomic_write_json, atomic_write_text
+
+    text = Path(question_file).read_text(encoding="utf-8") if question_file else english_questions()
+    atomic_write_text(model_dir / QUESTIONS_NAME, text)
+    atomic_write_json(model_dir / SIDECAR, stats)
+
+
+def write_wav(path: Path, wav: np.ndarray) -> None:
+    """(samples,) float speech as a 16 kHz 16-bit wav, written under a temporary name."""
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    sf.write(buf, wav, SAMPLE_RATE, subtype="PCM_16", format="WAV")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(buf.getvalue())
+
+
+@dataclass
+class Synthesizer:
+    """A trained acoustic model with the normalizers and questions of its training data."""
+
+    model: nn.Module
+    inputs: InputNormalizer
+    outputs: OutputNormalizer
+    max_duration: int
+    questions: QuestionSet
+    source: Path
+
+    @classmethod
+    def load(cls, model_dir: str | Path) -> Synthesizer:
+        """The model trained in ``model_dir`` (its checkpoint, ``tts.json`` and
+        ``questions.hed``), in eval mode."""
+        from speechlab.tts.features import read_stats
+        from speechlab.tts.model import load
+        from speechlab.tts.questions import load_questions
+
+        model_dir = Path(model_dir)
+        sidecar = model_dir / SIDECAR
+        if not sidecar.is_file():
+            raise DataError(f"{model_dir}: no {SIDECAR} (normalizers); give a model directory "
+                            "written by 'speechlab reproduce salad' (OUT/models/NAME)")
+        inputs, outputs, max_duration, _ = read_stats(sidecar)
+        questions = load_questions(model_dir / QUESTIONS_NAME)
+        return cls(load(model_dir), inputs, outputs, max_duration, questions, model_dir)
+
+    def features(self, labels: Labels) -> np.ndarray:
+        """(T, L) normalized inputs of ``labels``, checked against what the model takes."""
+        from speechlab.tts.features import normalize_utterance, utterance_arrays
+
+        utt = normalize_utterance("synth", utterance_arrays(labels, None, self.questions),
+                                  self.inputs, None, self.max_duration)
+        expected = self.model.embedding.proj.in_features
+        if utt.phone_x.shape[1] + 2 != expected:
+            raise DataError(f"{self.source}: the model takes {expected} inputs, its question set "
+                            f"gives {utt.phone_x.shape[1] + 2}")
+        return utt.x()
+
+    @torch.no_grad()
+    def acoustic(self, labels: Labels, window: int | None = None) -> np.ndarray:
+        """(T, O) acoustic frames (denormalized) for ``labels``; SALAD attends within windows
+        of ``window`` frames (None: the whole utterance)."""
+        x = torch.from_numpy(self.features(labels))[None]
+        y = self.model(x, torch.tensor([x.shape[1]]), window=window)[0].numpy()
+        return self.outputs.inverse(np.asarray(y))
+
+    def synthesize(self, labels: Labels, window: int | None = None) -> np.ndarray:
+        """(samples,) float32 16 kHz speech for ``labels``."""
+        return synthesize(self.acoustic(labels, window))
+
+
+def synthesize_labels(model_dir: Path, labels: Labels, window: int | None = None) -> np.ndarray:
+    """(samples,) float32 16 kHz speech for :class:`~speechlab.tts.labels.Labels` with the
+    model trained in ``model_dir`` (its checkpoint, ``tts.json`` and ``questions.hed``)."""
+    return Synthesizer.load(model_dir).synthesize(labels, window)
