@@ -73,11 +73,11 @@ def table2(cfg: SaladConfig, data: TtsData, results: Mapping[Role, SaladDecoding
 
 def fig2(results: Mapping[Role, SaladDecoding], truth_f0: np.ndarray, out: Path) -> Figure:
     """Fig. 2: F0 histograms of the ground truth and the big models."""
-    from speechlab.report.plots import _new_figure, _save
+    from speechlab.report.plots import new_figure, save_figure
 
     hist = {"ground truth": truth_f0[truth_f0 > 0]}
     hist.update({role.title: d.f0 for role, d in results.items() if role.size == "big"})
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     lo, hi = np.percentile(hist["ground truth"], [0.5, 99.5]) if len(hist["ground truth"]) else (50, 400)
     bins = np.linspace(lo * 0.8, hi * 1.2, 40)
@@ -87,7 +87,7 @@ def fig2(results: Mapping[Role, SaladDecoding], truth_f0: np.ndarray, out: Path)
     ax.set_xlabel("F0 [Hz]")
     ax.set_ylabel("density")
     ax.legend()
-    _save(fig, out / "fig2_f0_histogram.png")
+    save_figure(fig, out / "fig2_f0_histogram.png")
     return Figure("fig2_f0_histogram.png", "Fig. 2: F0 histograms of the test set's voiced "
                   "frames: ground truth, Big RNN, Big SALAD.")
 
@@ -118,10 +118,10 @@ def latency_curves(cfg: SaladConfig, data: TtsData, out: Path) -> list[LatencyCu
 def fig3_table3(cfg: SaladConfig, data: TtsData, out: Path) -> tuple[Figure, Table]:
     """Fig. 3 (inference time against generated duration, RANSAC lines) and Table 3 (the
     fits' maximum latency)."""
-    from speechlab.report.plots import _new_figure, _save
+    from speechlab.report.plots import new_figure, save_figure
 
     curves = latency_curves(cfg, data, out)
-    fig = _new_figure()
+    fig = new_figure()
     ax = fig.add_subplot()
     for c in curves:
         dots = ax.plot(c.seconds, c.latency, "o", markersize=3, label=c.label)
@@ -130,7 +130,7 @@ def fig3_table3(cfg: SaladConfig, data: TtsData, out: Path) -> tuple[Figure, Tab
     ax.set_xlabel("generated speech [s]")
     ax.set_ylabel("CPU inference time [s]")
     ax.legend(fontsize=7)
-    _save(fig, out / "fig3_latency.png")
+    save_figure(fig, out / "fig3_latency.png")
     figure = Figure("fig3_latency.png", f"Fig. 3: CPU inference time ({cfg.latency_threads} "
                     "threads) against generated duration, per test file and for long inputs "
                     "made of test sentences; lines: RANSAC fits.")
