@@ -42,21 +42,27 @@ class Hypothesis:
     ``tokens`` are the labels emitted so far, ``score`` the log probability (or any
     larger-is-better log score), ``state`` whatever the model needs to extend it (decoder state,
     cached outputs, graph state). ``key`` decides which hypotheses are "the same" and get merged;
-    by default the label sequence.
+    by default the label sequence. ``times`` is, for searches that track it, the frame each
+    token was emitted on (the alignment that word times come from); merging keeps the more
+    probable path's.
     """
 
     tokens: tuple[int, ...]
     score: float
     state: Any = None
     key: Hashable | None = None
+    times: tuple[int, ...] = ()
 
     @property
     def merge_key(self) -> Hashable:
         return self.tokens if self.key is None else self.key
 
-    def extend(self, token: int, log_prob: float, state: Any = None) -> Hypothesis:
-        """A new hypothesis with ``token`` appended; its key is reset to the default."""
-        return Hypothesis(self.tokens + (token,), self.score + log_prob, state)
+    def extend(self, token: int, log_prob: float, state: Any = None,
+               time: int | None = None) -> Hypothesis:
+        """A new hypothesis with ``token`` appended (emitted on frame ``time``, if the search
+        tracks it); its key is reset to the default."""
+        times = self.times if time is None else self.times + (time,)
+        return Hypothesis(self.tokens + (token,), self.score + log_prob, state, times=times)
 
     def rescore(self, log_prob: float) -> Hypothesis:
         """The same hypothesis with ``log_prob`` added (e.g. an RNN-T blank or a CTC repeat)."""

@@ -133,6 +133,14 @@ def test_greedy_equals_beam_width_one_on_models(variant, lang):
         assert any(len(h.tokens) for h in g)
         for hg, hb in zip(g, b):
             assert hg.score == pytest.approx(hb.score, abs=1e-5)
+            assert hg.times == hb.times  # the same alignment, frame for frame
+        # each label carries the encoder frame it was emitted on, in order, within the input,
+        # and no frame holds more than S of them
+        enc_lens = model.encode(x, x_lens, lang)[1]
+        for h, n in zip(b, enc_lens.tolist()):
+            assert len(h.times) == len(h.tokens)
+            assert list(h.times) == sorted(h.times) and all(0 <= t < n for t in h.times)
+            assert all(h.times.count(t) <= S for t in set(h.times))
 
 
 def test_max_symbols_per_frame_bounds_emissions():

@@ -100,19 +100,22 @@ class GreedySearch:
     def __init__(self, scorer: TransducerScorer, cfg: SearchConfig) -> None:
         self.scorer = scorer
         self.max_symbols = cfg.max_symbols_per_frame
+        self.frame = 0  # frames stepped since start(): each label's emission frame
 
     def start(self) -> Beam:
+        self.frame = 0
         return Beam([Hypothesis((), 0.0, self.scorer.start())])
 
     def step(self, beam: Beam, enc_proj: Tensor) -> Beam:
         hyp = beam.best()
         blank = self.scorer.blank
+        t, self.frame = self.frame, self.frame + 1
         for _ in range(self.max_symbols):
             lp = self.scorer.log_probs(enc_proj, [hyp.state])[0]
             v = int(lp.argmax())  # first of equals: blank wins a tie
             if v == blank:
                 return Beam([hyp.rescore(float(lp[blank]))])
-            hyp = hyp.extend(v, float(lp[v]), self.scorer.extend([v], [hyp.state])[0])
+            hyp = hyp.extend(v, float(lp[v]), self.scorer.extend([v], [hyp.state])[0], time=t)
         # Label budget spent: the frame ends with blank, scored, so the score stays the
         # log-probability of one alignment (as in beam search).
         lp = self.scorer.log_probs(enc_proj, [hyp.state])[0]
@@ -126,12 +129,15 @@ class BeamSearch:
         self.scorer = scorer
         self.beam = cfg.beam
         self.max_symbols = cfg.max_symbols_per_frame
+        self.frame = 0  # frames stepped since start(): each label's emission frame
 
     def start(self) -> Beam:
+        self.frame = 0
         return Beam([Hypothesis((), 0.0, self.scorer.start())])
 
     def step(self, beam: Beam, enc_proj: Tensor) -> Beam:
         blank = self.scorer.blank
+        t, self.frame = self.frame, self.frame + 1
         finished = Beam()  # have consumed this frame (took blank)
         active = list(beam)  # still emitting on this frame
         for s in range(self.max_symbols + 1):
@@ -150,7 +156,7 @@ class BeamSearch:
             for h, vs, cs in zip(active, vals.tolist(), cols.tolist()):
                 for v, col in zip(vs, cs):
                     tok = col + (col >= blank)
-                    labels.add(Hypothesis(h.tokens + (tok,), h.score + v, h.state))
+                    labels.add(h.extend(tok, v, h.state, time=t))
             finished, labels = topk_together([finished, labels], self.beam)
             survivors = list(labels)
             if survivors:
