@@ -59,7 +59,7 @@ def test_cli_options_from_dataclass():
 # Numeric ranges: declared on the field, checked where the config is loaded.
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, ModelDims, RNNTConfig, SearchConfig  # noqa: E402
-from speechlab.asr.ctc.reproduce import TopologiesConfig  # noqa: E402
+from speechlab.asr.ctc.recipe import TopologiesConfig  # noqa: E402
 from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig  # noqa: E402
 from speechlab.asr.rnnt.task import TaskConfig  # noqa: E402
 from speechlab.audio.features import FbankConfig  # noqa: E402

@@ -30,12 +30,12 @@ def test_presets_and_bad_sizes():
 
 
 def test_a_trained_ctc_model_rebuilds_from_its_checkpoint(tmp_path):
-    from speechlab.experiment.trained import ModelCard, load_trained
-    from speechlab.train import save_checkpoint
+    from speechlab.asr.ctc.model import FAMILY, load
+    from speechlab.train import ModelCard, save_checkpoint
 
     model = build(preset("tiny", num_tokens=5, feature_dim=20))
     save_checkpoint(tmp_path / "best.pt", model=model.state_dict(),
-                    model_config=ModelCard.of("ctc", model.config).to_dict())
-    back = load_trained(tmp_path)
+                    model_config=ModelCard.of(FAMILY, model.config).to_dict())
+    back = load(tmp_path)
     assert back.config == model.config
     torch.testing.assert_close(back.output.weight, model.output.weight)

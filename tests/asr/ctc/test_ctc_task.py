@@ -62,7 +62,7 @@ def test_training_lowers_the_dev_loss(tmp_path):
 
 def test_lexicon_numerators_give_the_phone_loss_when_words_have_one_pronunciation():
     from speechlab.asr.ctc.phones import PhoneTokenizer
-    from speechlab.asr.ctc.reproduce import lexicon_graphs
+    from speechlab.asr.ctc.training import lexicon_graphs
     from speechlab.errors import ConfigError
     from speechlab.text.lexicon import Lexicon
 

@@ -161,6 +161,57 @@ def test_bad_inputs_and_settings(plant):
 
 
 def test_config_maps_to_kaldi_options():
-    opts = ViterbiConfig().options()
-    assert (opts.beam, opts.max_active) == (32.0, 2000)
-    assert EXACT.beam == 1e4
+    opts = ViterbiConfig(beam=7.5, max_active=123, min_active=4, beam_delta=0.25).options()
+    assert (opts.beam, opts.max_active, opts.min_active, opts.beam_delta) == (7.5, 123, 4, 0.25)
+    default = ViterbiConfig().options()
+    assert (default.beam, default.max_active) == (32.0, 2000)  # Section 3.2
+
+
+@pytest.mark.parametrize("name, words", [("S1-T1", ["do", "go"]), ("S2-T1", ["go"]),
+                                         ("S3-T2★", ["to"])])
+def test_unpruned_settings_find_the_brute_force_best_path_of_a_planted_graph(name, words, plant):
+    """EXACT, which the brute-force comparisons above rely on, prunes nothing on a tiny graph:
+    on weakly planted log-probs (the planted words need not win) its result is the best of
+    every complete path through S_dec, scored as that path scores."""
+    lang, G = plant
+    graph = graphs.decoding_graph(name, lang, G)
+    for seed in range(3):
+        _, log_probs = planted(name, lang, words, confidence=0.3, seed=seed)
+        paths = best_by_output(graph.fst, log_probs)
+        res = ViterbiDecoder(graph.fst, graph.num_tokens, EXACT).decode(log_probs)
+        assert res.score == pytest.approx(max(paths.values()), abs=1e-3)
+        assert paths[res.words] == pytest.approx(res.score, abs=1e-3)
+
+
+def test_decode_topology_decodes_planted_utterances_and_measures_their_lattices(plant, tmp_path):
+    """The decoding library on planted log-probs (the features of an identity "model"): the
+    acoustic weight tuned on dev, the planted words from Viterbi and from both prefix
+    searches, and a lattice measured for every test utterance."""
+    from speechlab.asr.ctc.phones import PhoneTokenizer
+    from speechlab.asr.ctc.transcribe import GraphDecodingConfig, decode_topology
+    from speechlab.asr.data import Utterance
+
+    lang, G = plant
+    arpa = tmp_path / "lm.arpa"
+    estimate(PLANT_TEXT, NgramConfig(order=2)).write(arpa)
+    graph = graphs.decoding_graph("S1-T1", lang, G)
+
+    def utt(i: int, words: list[str]) -> Utterance:
+        feats = torch.from_numpy(planted("S1-T1", lang, words, seed=i)[1]).float()
+        return Utterance(f"u{i}", "en", feats, " ".join(words), None)
+
+    test = [utt(i, w) for i, w in enumerate([["dog", "to", "go"], ["go"], ["do", "go"]])]
+    dev = [utt(9, ["got", "to", "go"])]
+    result = decode_topology(lambda x, x_lens: (x, x_lens), graph, test, dev,
+                             GraphDecodingConfig(acoustic_weights=(1.0, 2.0)),
+                             prefix_lexicon=PhoneTokenizer(Lexicon(PLANT_LEXICON), "en"),
+                             arpa=arpa)
+    assert result.hyps == {u.id: u.text for u in test}
+    assert result.dev_wer[1.0] == 0 and result.acoustic_weight == 1.0  # ties go to the first
+    assert not result.failed and set(result.bpp) == set(result.bhp) == set(result.hyps)
+    assert all(0 < v <= 1 for v in [*result.bpp.values(), *result.bhp.values()])
+    assert all(result.agrees.values())
+    assert result.prefix == {"lexicon": result.hyps, "lexicon+LM": result.hyps}
+    # without a lexicon and an LM, no prefix search
+    assert decode_topology(lambda x, x_lens: (x, x_lens), graph, test, dev,
+                           GraphDecodingConfig()).prefix == {}

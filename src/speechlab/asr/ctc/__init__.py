@@ -12,5 +12,9 @@
 - :mod:`.decode`: Viterbi decoding over the decoding graph (eq. 8);
 - :mod:`.lattice`, :mod:`.lattice_metrics`: lattices, BPP and BHP (eqs. 10-11) and full-sum
   decoding over the lattice (eq. 9); :mod:`.prefix_search`: CTC prefix beam search;
-- :mod:`.reproduce`: the paper's experiments and tables.
+- :mod:`.training`, :mod:`.transcribe`: one model trained on utterances with the graph loss; a
+  set of utterances decoded with a trained model and a graph (acoustic weight tuned on dev,
+  lattices measured, prefix searches);
+- the reproduction: :mod:`.recipe` (config, jobs, data), :mod:`.reproduce` (the plan),
+  :mod:`.tables`.
 """
