@@ -90,7 +90,7 @@ class FbankConfig:
         return self.frame_shift_ms / 1000.0
 
 
-def _knf_options(cfg: FbankConfig):
+def knf_options(cfg: FbankConfig):
     import kaldi_native_fbank as knf
 
     opts = knf.FbankOptions()
@@ -134,7 +134,7 @@ def fbank(samples: np.ndarray, cfg: FbankConfig = FbankConfig()) -> np.ndarray:
     if samples.ndim != 1:
         raise DataError(f"fbank expects mono samples of shape (N,), got {samples.shape}")
     check_finite(samples, "fbank input", cfg.sampling_rate)
-    extractor = knf.OnlineFbank(_knf_options(cfg))
+    extractor = knf.OnlineFbank(knf_options(cfg))
     extractor.accept_waveform(float(cfg.sampling_rate), samples)
     extractor.input_finished()
     n = extractor.num_frames_ready

@@ -109,6 +109,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser("data", help="make, import and inspect corpora")
     sub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND")
     data.set_defaults(func=lambda args: (data.print_help(), 2)[1])
+    # Areas above this one add their own data commands here (tts: make-tts-corpus, import-tts).
+    data.subcommands = sub  # type: ignore[attr-defined]
 
     make = sub.add_parser("make-asr-corpus",
                           help="synthesize the embedded en/hi/ta/gu ASR corpus")
@@ -138,10 +140,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                     help="replace the split if the corpus directory already holds it")
     add_config_args(lh, ImportConfig)
     lh.set_defaults(func=_run_import_lhotse, outputs={"out": "dir"})
-
-    from speechlab.tts.commands import add_data_commands
-
-    add_data_commands(sub)  # make-tts-corpus, import-tts
 
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")

@@ -92,6 +92,7 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    add_data_commands(subparsers.choices["data"].subcommands)
     p = subparsers.add_parser("synth", help="speech from HTS labels (or text) with a trained "
                               "SALAD / RNN acoustic model")
     p.add_argument("model_dir", type=Path, help="a model directory: OUT/models/NAME of "

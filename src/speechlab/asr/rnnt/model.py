@@ -98,6 +98,7 @@ class RNNT(nn.Module):
         self.routes = dict(routes)
         self.blank = blank
         self.config: RNNTConfig | None = None  # set by build(), so a checkpoint can rebuild it
+        self.dims: ModelDims | None = None  # the sizes it was built with (the preset's or given)
 
     # ---- languages -------------------------------------------------------------------------
     def language_id(self, language: str) -> int:
@@ -287,6 +288,7 @@ def build_from_config(cfg: RNNTConfig) -> RNNT:
     model = RNNT(encoder, predictor, joiner, variant=cfg.variant, languages=languages,
                  vocab_sizes=sizes, routes=routes, lid_head=lid_head)
     model.config = cfg
+    model.dims = dims
     return model
 
 
