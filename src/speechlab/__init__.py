@@ -7,6 +7,33 @@
 
 Shared parts: ``audio`` (I/O, features), ``data`` (corpora, manifests), ``text`` (tokenizers,
 lexicons), ``train`` (one trainer, one checkpoint format), ``metrics``, ``report``.
+
+Using a trained model (:mod:`speechlab.inference`)::
+
+    import speechlab
+
+    asr = speechlab.load("exp/demo/multisoftmax/models/multisoftmax_lid")  # or a package,
+    result = asr.transcribe("a.wav")                     # a Hugging Face directory, ...
+    print(result.text, result.language, result.lid, result.words)
+    speechlab.export("exp/demo/multisoftmax/models/multisoftmax_lid", "ms-lid-package")
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+
+def load(path: Any, *, backend: str = "torch") -> Any:
+    """The model at ``path``: see :func:`speechlab.inference.load`."""
+    from speechlab.inference import load as _load
+
+    return _load(path, backend=backend)
+
+
+def export(model: Any, out: Any, *, overwrite: bool = False) -> Any:
+    """``model`` as a self-contained package at ``out``: see :func:`speechlab.inference.export`."""
+    from speechlab.inference import export as _export
+
+    return _export(model, out, overwrite=overwrite)

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "speechlab.asr.ctc.commands",
     "speechlab.ssl.wav2vec2.commands",
     "speechlab.tts.commands",
+    "speechlab.inference",
     "speechlab.papers",
 )
 

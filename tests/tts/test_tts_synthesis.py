@@ -63,7 +63,7 @@ def test_a_model_of_other_inputs_or_no_side_files_is_refused(tmp_path):
     q = load_questions()
     _model_dir(tmp_path / "m", q.dim + 2, model_input_dim=q.dim + 5)
     with pytest.raises(DataError, match=f"takes {q.dim + 5} inputs, its question set gives {q.dim + 2}"):
-        Synthesizer.load(tmp_path / "m").synthesize(parse_labels(LABELS))
+        Synthesizer.load(tmp_path / "m").synthesize(labels=parse_labels(LABELS))
     (tmp_path / "empty").mkdir()
     with pytest.raises(DataError, match="no tts.json"):
         Synthesizer.load(tmp_path / "empty")

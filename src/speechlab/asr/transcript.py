@@ -130,3 +130,82 @@ def split_points(samples: np.ndarray, sample_rate: int, max_seconds: float,
         cuts.append(cut)
         start = cut
     return cuts
+
+
+def audio_seconds(audio: Any, sample_rate: int) -> float:
+    """How long ``audio`` (a path, or samples at ``sample_rate``) lasts, without reading it."""
+    if isinstance(audio, (str, bytes)) or hasattr(audio, "__fspath__"):
+        from speechlab.audio.io import audio_info
+
+        info = audio_info(audio)
+        return info.frames / info.sample_rate
+    return len(audio) / sample_rate
+
+
+def iter_pieces(audio: Any, sample_rate: int, target_rate: int, max_seconds: float,
+                *, what: str = "audio") -> Any:
+    """``(offset seconds, mono float32 samples at target_rate)`` pieces of ``audio`` (a path,
+    or samples at ``sample_rate``), each at most ``max_seconds``, cut at the quietest moment
+    before the limit (:func:`split_points`). A file is read block by block, so a recording of
+    any length never sits in memory whole."""
+    from speechlab.audio.io import as_samples
+
+    if not (isinstance(audio, (str, bytes)) or hasattr(audio, "__fspath__")):
+        samples = as_samples(audio, sample_rate, target_rate, what=what)
+        cuts = [0, *split_points(samples, target_rate, max_seconds), len(samples)]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            yield a / target_rate, samples[a:b]
+        return
+    import soundfile as sf
+
+    from speechlab.audio.io import audio_info, resample
+
+    info = audio_info(audio)
+    block = int(max_seconds * info.sample_rate)
+    carry = np.zeros(0, np.float32)
+    done = 0  # samples (at target_rate) already yielded
+    with sf.SoundFile(str(audio)) as f:
+        while True:
+            raw = f.read(block, dtype="float32", always_2d=True)
+            last = len(raw) < block
+            if len(raw):
+                x = raw.mean(axis=1) if raw.shape[1] > 1 else raw[:, 0]
+                as_samples(x, info.sample_rate, info.sample_rate, what=str(audio))  # finite?
+                carry = np.concatenate([carry, resample(x, info.sample_rate, target_rate)])
+            limit = int(max_seconds * target_rate)
+            while len(carry) > limit or (last and len(carry)):
+                cut = (split_points(carry, target_rate, max_seconds) or [len(carry)])[0]
+                if not last and cut == len(carry):
+                    break
+                yield done / target_rate, carry[:cut]
+                done += cut
+                carry = carry[cut:]
+            if last:
+                return
+
+
+def iter_blocks(audio: Any, sample_rate: int, target_rate: int, seconds: float) -> Any:
+    """``(offset seconds, samples at target_rate)`` consecutive blocks of ``audio`` (a path,
+    read a block at a time, or samples at ``sample_rate``), ``seconds`` long but the last:
+    what a streaming model is fed."""
+    from speechlab.audio.io import as_samples
+
+    if not (isinstance(audio, (str, bytes)) or hasattr(audio, "__fspath__")):
+        samples = as_samples(audio, sample_rate, target_rate)
+        step = max(1, int(seconds * target_rate))
+        for i in range(0, len(samples), step):
+            yield i / target_rate, samples[i : i + step]
+        return
+    import soundfile as sf
+
+    from speechlab.audio.io import audio_info
+
+    info = audio_info(audio)
+    done = 0.0
+    with sf.SoundFile(str(audio)) as f:
+        for raw in f.blocks(blocksize=max(1, int(seconds * info.sample_rate)), dtype="float32",
+                            always_2d=True):
+            x = raw.mean(axis=1) if raw.shape[1] > 1 else raw[:, 0]
+            x = as_samples(x, info.sample_rate, target_rate, what=str(audio))
+            yield done, x
+            done += len(x) / target_rate

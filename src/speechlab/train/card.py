@@ -106,3 +106,30 @@ def load_trained(path: str | Path, builders: Mapping[str, Builder]) -> nn.Module
     model = read_card(ckpt).build(builders, ckpt)
     load_model_weights(model, ckpt)
     return model.eval()
+
+
+#: The side file of a trained model directory that keeps decoding settings chosen on dev
+#: (an acoustic weight, an LM weight), so the model decodes later as its run decoded it.
+DECODING_NAME = "decoding.json"
+
+
+def write_decoding(model_dir: str | Path, **settings: Any) -> None:
+    from speechlab.utils import atomic_write_json
+
+    atomic_write_json(Path(model_dir) / DECODING_NAME, settings)
+
+
+def read_decoding(model_dir: str | Path) -> dict[str, Any]:
+    """The settings :func:`write_decoding` kept for ``model_dir`` (empty if none)."""
+    import json
+
+    path = Path(model_dir) / DECODING_NAME
+    if not path.is_file():
+        return {}
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e}); decode the model's run again") from None
+    if not isinstance(settings, dict):
+        raise DataError(f"{path}: expected a JSON object of decoding settings")
+    return settings

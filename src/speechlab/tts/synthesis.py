@@ -57,9 +57,28 @@ def write_wav(path: Path, wav: np.ndarray) -> None:
         tmp.write_bytes(buf.getvalue())
 
 
+@dataclass(frozen=True)
+class Speech:
+    """What synthesis gives: the waveform at ``sample_rate`` and the acoustic ``features`` (T,
+    43: 40 mel-cepstra, log-F0, voicing, V/UV flag; denormalized) it was vocoded from."""
+
+    waveform: np.ndarray
+    sample_rate: int
+    features: np.ndarray
+
+    @property
+    def f0(self) -> np.ndarray:
+        """(T,) F0 in Hz, 0 where unvoiced."""
+        from speechlab.tts.acoustic import f0_of
+
+        return f0_of(self.features)
+
+
 @dataclass
 class Synthesizer:
-    """A trained acoustic model with the normalizers and questions of its training data."""
+    """A trained acoustic model with the normalizers and questions of its training data.
+    ``window``: SALAD attends within windows of this many frames (the training window; None:
+    the whole utterance)."""
 
     model: nn.Module
     inputs: InputNormalizer
@@ -67,6 +86,13 @@ class Synthesizer:
     max_duration: int
     questions: QuestionSet
     source: Path
+    window: int | None = 120
+    question_text: str = ""
+
+    kind = "tts"
+    streaming = False
+    languages = ("en",)
+    sample_rate = SAMPLE_RATE
 
     @classmethod
     def load(cls, model_dir: str | Path) -> Synthesizer:
@@ -83,7 +109,10 @@ class Synthesizer:
                             "written by 'speechlab reproduce salad' (OUT/models/NAME)")
         inputs, outputs, max_duration, _ = read_stats(sidecar)
         questions = load_questions(model_dir / QUESTIONS_NAME)
-        return cls(load(model_dir), inputs, outputs, max_duration, questions, model_dir)
+        return cls(load(model_dir), inputs, outputs, max_duration, questions, model_dir,
+                   question_text=(model_dir / QUESTIONS_NAME).read_text(encoding="utf-8"))
+
+    from_run = load
 
     def features(self, labels: Labels) -> np.ndarray:
         """(T, L) normalized inputs of ``labels``, checked against what the model takes."""
@@ -103,14 +132,84 @@ class Synthesizer:
         of ``window`` frames (None: the whole utterance)."""
         x = torch.from_numpy(self.features(labels))[None]
         y = self.model(x, torch.tensor([x.shape[1]]), window=window)[0].numpy()
+        if not np.isfinite(y).all():
+            raise DataError(f"{self.source}: the model predicts NaN or inf (its weights are "
+                            "broken); use another checkpoint")
         return self.outputs.inverse(np.asarray(y))
 
-    def synthesize(self, labels: Labels, window: int | None = None) -> np.ndarray:
-        """(samples,) float32 16 kHz speech for ``labels``."""
-        return synthesize(self.acoustic(labels, window))
+    def synthesize(self, text: str | None = None, labels: Labels | str | Path | None = None,
+                   *, window: int | None | str = "model") -> Speech:
+        """Speech for ``text`` (festival's front end makes the labels and durations) or for
+        phone-aligned HTS ``labels`` (a :class:`Labels` or a label file); ``window`` as the
+        model was trained (default) or given."""
+        if (text is None) == (labels is None):
+            raise DataError("synthesize: give text or labels, not both")
+        if text is not None and not isinstance(text, str):
+            raise DataError(f"synthesize: text must be a string, got a {type(text).__name__} "
+                            "(phone-aligned labels go in labels=)")
+        if text is not None:
+            labels = labels_of_text(text)
+        elif not isinstance(labels, Labels):
+            from speechlab.tts.labels import load_labels
+
+            labels = load_labels(Path(labels))
+        win = self.window if window == "model" else window
+        feats = self.acoustic(labels, win)
+        return Speech(synthesize(feats), SAMPLE_RATE, feats)
+
+    # -----------------------------------------------------------------------------------------
+    # Export
+
+    def to_package(self):
+        from speechlab.package import PackageCard
+        from speechlab.train.card import ModelCard
+        from speechlab.tts.model import FAMILY
+
+        config = ModelCard.of(FAMILY, self.model.config).config
+        data = {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
+                "max_duration": self.max_duration, "window": self.window,
+                "streaming": False, "kind": self.model.config.kind}
+        files = {QUESTIONS_NAME: self.question_text.encode("utf-8")}
+        return (PackageCard(FAMILY, "tts", config, self.languages,
+                            files={"questions": QUESTIONS_NAME}, data=data),
+                self.model.state_dict(), files)
+
+    @classmethod
+    def from_package(cls, path: Path, card, weights) -> Synthesizer:
+        from speechlab.train.card import ModelCard
+        from speechlab.tts.model import BUILDERS
+        from speechlab.tts.questions import load_questions
+
+        model = ModelCard(card.family, card.config).build(BUILDERS, path)
+        model.load_state_dict(dict(weights))
+        d = card.data
+        try:
+            qpath = path / card.files["questions"]
+            return cls(model.eval(), InputNormalizer.from_dict(d["inputs"]),
+                       OutputNormalizer.from_dict(d["outputs"]), int(d["max_duration"]),
+                       load_questions(qpath), path, d["window"],
+                       qpath.read_text(encoding="utf-8"))
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
+                            "again") from None
+
+
+def labels_of_text(text: str) -> Labels:
+    """Phone-aligned HTS labels of ``text`` from festival's front end (the SLT voice the
+    embedded corpus was made with)."""
+    import tempfile
+
+    from speechlab.tts.corpus import festival_synthesize
+    from speechlab.tts.labels import parse_labels
+
+    if not text.strip():
+        raise DataError("synthesize: the text is empty")
+    with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
+        _, lines = festival_synthesize([("text", text)], Path(tmp))["text"]
+    return parse_labels(lines, "festival's labels of the text")
 
 
 def synthesize_labels(model_dir: Path, labels: Labels, window: int | None = None) -> np.ndarray:
     """(samples,) float32 16 kHz speech for :class:`~speechlab.tts.labels.Labels` with the
     model trained in ``model_dir`` (its checkpoint, ``tts.json`` and ``questions.hed``)."""
-    return Synthesizer.load(model_dir).synthesize(labels, window)
+    return Synthesizer.load(model_dir).synthesize(labels=labels, window=window).waveform

@@ -86,6 +86,9 @@ class ViterbiResult:
     lm_score: float
     am_score: float
     reached_final: bool
+    # The frame on which each word's label comes on the best path (for word times): the
+    # first frame of the word's first phone, where the lexicon puts its word label.
+    word_frames: tuple[int, ...] = ()
 
 
 def acoustic_matrix(log_probs, acoustic_weight: float = 1.0) -> np.ndarray:
@@ -142,7 +145,30 @@ class ViterbiDecoder:
         tokens = np.asarray(ilabels, dtype=np.int64) - 1
         lm = -float(weight.value1)
         am = -float(weight.value2) / alpha
-        return ViterbiResult(tuple(olabels), tokens, lm + alpha * am, lm, am, reached)
+        return ViterbiResult(tuple(olabels), tokens, lm + alpha * am, lm, am, reached,
+                             _word_frames(path))
+
+
+def _word_frames(path) -> tuple[int, ...]:
+    """Walk the linear best path: the frame (token arcs before it) each word label is on.
+    (The path is a Kaldi lattice, read through its text form: one arc per line,
+    ``src dst ilabel olabel weights``.)"""
+    arcs: dict[int, tuple[int, int, int]] = {}
+    for line in path.to_str().splitlines():
+        f = line.split()
+        if len(f) >= 4:
+            arcs[int(f[0])] = (int(f[1]), int(f[2]), int(f[3]))
+    frames: list[int] = []
+    state, frame = path.start, 0
+    for _ in range(len(arcs)):
+        if state not in arcs:
+            break
+        state, ilabel, olabel = arcs[state]
+        if olabel != 0:
+            frames.append(frame)
+        if ilabel != 0:
+            frame += 1
+    return tuple(frames)
 
 
 def decode_batch(decoder: ViterbiDecoder, log_probs, lengths) -> list[ViterbiResult]:

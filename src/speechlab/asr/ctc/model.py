@@ -39,6 +39,10 @@ class CtcModelConfig:
     heads: int = 4
     ff_dim: int = 768
     dropout: float = 0.1
+    # What the outputs mean: the token topology they follow and the language of the phones
+    # (recorded so that a trained model can be used on its own; "" in older checkpoints).
+    topology: str = ""
+    language: str = ""
 
     def __post_init__(self) -> None:
         for name in ("num_tokens", "feature_dim", "channels", "dim", "layers", "heads", "ff_dim"):
@@ -64,11 +68,12 @@ PRESETS: dict[str, dict[str, int]] = {
 
 
 def preset(name: str, num_tokens: int, feature_dim: int = 80, dropout: float = 0.1,
-           subsampling: int = 4) -> CtcModelConfig:
+           subsampling: int = 4, topology: str = "", language: str = "") -> CtcModelConfig:
     if name not in PRESETS:
         raise ConfigError(f"unknown CTC model preset {name!r}; choose one of {sorted(PRESETS)}")
     return CtcModelConfig(num_tokens=num_tokens, feature_dim=feature_dim, dropout=dropout,
-                          subsampling=subsampling, **PRESETS[name])
+                          subsampling=subsampling, topology=topology, language=language,
+                          **PRESETS[name])
 
 
 class CtcModel(nn.Module):

@@ -110,12 +110,14 @@ def model_name(language: str, topology: str) -> str:
     return f"{language}_{topology.replace('★', 's')}"
 
 
-def model_config(cfg: TopologiesConfig, topology: str, num_phones: int) -> CtcModelConfig:
+def model_config(cfg: TopologiesConfig, topology: str, num_phones: int, language: str = ""
+                 ) -> CtcModelConfig:
     """The acoustic model of ``topology`` over ``num_phones`` phones at this scale."""
     from speechlab.asr.ctc.model import preset
     from speechlab.asr.ctc.topology import num_tokens
 
-    return preset(cfg.model, num_tokens(topology, num_phones), subsampling=cfg.subsampling)
+    return preset(cfg.model, num_tokens(topology, num_phones), subsampling=cfg.subsampling,
+                  topology=topology, language=language)
 
 
 def decoding_config(cfg: TopologiesConfig) -> GraphDecodingConfig:

@@ -66,22 +66,26 @@ class TopologiesPaper:
         from speechlab.asr.ctc.training import train_model
 
         spec, lang = job.spec, data[job.spec.language]
-        model = build(model_config(cfg, spec.topology, lang.tokenizer.num_phones))
+        model = build(model_config(cfg, spec.topology, lang.tokenizer.num_phones, spec.language))
         train_model(model, spec.topology, lang.train, lang.dev, cfg.train, cfg.task,
                     out / "models" / job.name, tokenizer=lang.tokenizer)
 
     def decode(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
                out: Path) -> TopologyDecoding:
         from speechlab.asr.ctc.model import load
+        from speechlab.train.card import write_decoding
         from speechlab.asr.ctc.transcribe import decode_topology
 
         spec, lang = job.model.spec, data[job.model.spec.language]
         prefix = job.options.prefix_search
-        return decode_topology(load(out / "models" / job.model.name),
-                               decoding_graph(out, lang, spec.topology), lang.test,
-                               lang.dev[: cfg.dev_utterances], decoding_config(cfg),
-                               prefix_lexicon=lang.tokenizer if prefix else None,
-                               arpa=arpa_path(out, spec.language) if prefix else None)
+        model_dir = out / "models" / job.model.name
+        result = decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
+                                 lang.test, lang.dev[: cfg.dev_utterances], decoding_config(cfg),
+                                 prefix_lexicon=lang.tokenizer if prefix else None,
+                                 arpa=arpa_path(out, spec.language) if prefix else None)
+        write_decoding(model_dir, acoustic_weight=result.acoustic_weight,
+                       dev_wer={str(k): v for k, v in result.dev_wer.items()})
+        return result
 
     def report(self, cfg: TopologiesConfig, data: dict[str, LanguageData],
                decoded: Mapping[Decode, TopologyDecoding], out: Path, scale: str) -> Results:

@@ -291,6 +291,8 @@ def load_weights(model: nn.Module, weights: Mapping[str, Tensor], source: object
             raise DataError(f"{source}: tensor {key!r} has shape {tuple(value.shape)}, the model "
                             f"expects {tuple(own[key].shape)}: the checkpoint and its config "
                             "disagree")
+    # A CTC model holds the pre-training model as ``encoder``: its heads are optional there too.
+    optional = optional + tuple("encoder." + p for p in optional)
     missing = [k for k in own if k not in weights and not k.startswith(optional)]
     if missing:
         raise DataError(f"{source}: {len(missing)} tensor(s) missing, e.g. {missing[:3]}")

@@ -283,6 +283,8 @@ def prepare_data(cfg: LocalAttentionConfig, out: Path, corpus_dir: Path | None, 
         if not utts[split]:
             raise DataError(f"{corpus}: no usable English utterance in {split}")
     lm_path = out / "lang" / "en.arpa"
+    if write:  # what a fine-tuned model of the run needs to transcribe on its own
+        tokenizer.save(out / "lang" / "en.json")
     if write and not lm_path.exists():
         lm_text = held_out_lm_text("en", [u.text for s in ("dev", "test") for u in utts[s]],
                                    cfg.corpus.cache_dir)

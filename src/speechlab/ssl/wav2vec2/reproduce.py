@@ -104,6 +104,7 @@ class LocalAttentionPaper:
         from speechlab.ssl.wav2vec2.diagnose import block_maps, grid_figure
         from speechlab.ssl.wav2vec2.model import load
         from speechlab.text.ngram import read_arpa
+        from speechlab.train.card import write_decoding
 
         start = time.process_time()
         model = load(out / "models" / job.model.name)
@@ -117,6 +118,8 @@ class LocalAttentionPaper:
         decoding = decode_with_lm(model, data.tokenizer, read_arpa(data.lm_path),
                                   data.decode_sets(),
                                   data.tune_references(options.tune_utterances), options.search)
+        write_decoding(out / "models" / job.model.name, lm_weight=decoding.lm_weight,
+                       beam=options.search.beams[0])
         return VariantDecoding(model.encoder.config.local_blocks, decoding,
                                time.process_time() - start)
 

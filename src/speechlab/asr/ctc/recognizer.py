@@ -1,0 +1,239 @@
+"""A trained CTC-topology acoustic model as a recognizer: Viterbi decoding over the decoding
+graph ``S_dec = T∘L∘G`` it carries (eqs. 7-8 of the CTC-topologies paper), or, for plain CTC,
+prefix beam search over its lexicon and n-gram LM (eq. 9).
+
+Audio -> fbank -> CMVN -> the model's per-frame token log-probabilities -> Viterbi over the
+graph at the acoustic weight tuned on the run's dev set. The model reads whole utterances, so a
+long recording is cut near every ``max_seconds`` at its quietest moment
+(:func:`speechlab.asr.transcript.split_points`) and the pieces are decoded one after another:
+memory stays bounded. Word times come from the frames on the best path at which each word's
+label comes, to the last non-blank frame before the next word.
+
+:meth:`CtcRecognizer.from_run` reads a model of ``speechlab reproduce topologies``
+(``OUT/models/NAME``: the run's ``lang/`` and ``graphs/`` beside it);
+:meth:`~CtcRecognizer.to_package` / :meth:`~CtcRecognizer.from_package` write and read the
+self-contained package.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
+from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
+from speechlab.asr.ctc.model import BUILDERS, FAMILY, CtcModel, load
+from speechlab.asr.ctc.phones import PhoneTokenizer
+from speechlab.asr.transcript import Transcript, Word, iter_pieces
+from speechlab.audio.features import FbankConfig, fbank
+from speechlab.audio.transforms import GlobalCMVN
+from speechlab.config import from_dict, to_dict
+from speechlab.errors import ConfigError, DataError
+from speechlab.package import PackageCard
+from speechlab.text.lexicon import Lexicon
+from speechlab.train.card import ModelCard, read_decoding
+
+class CtcRecognizer:
+    """A CTC-like acoustic model with its phone tokenizer (lexicon), CMVN statistics, fbank
+    settings and decoding graph. ``method``: ``viterbi`` over the graph (every topology) or
+    ``prefix`` search over the lexicon with the LM (plain CTC, S1-T1, only)."""
+
+    kind = "asr"
+    streaming = False
+    family = FAMILY
+
+    def __init__(self, model: CtcModel, tokenizer: PhoneTokenizer, cmvn: GlobalCMVN,
+                 graph: DecodingGraph, *, topology: str, viterbi: ViterbiConfig = ViterbiConfig(),
+                 fbank_cfg: FbankConfig = FbankConfig(), arpa: Path | None = None,
+                 prefix_beam: int = 32, max_seconds: float = 30.0, source: object = "model"
+                 ) -> None:
+        if graph.num_tokens != model.config.num_tokens:
+            raise DataError(f"{source}: the decoding graph expects {graph.num_tokens} tokens, the "
+                            f"model has {model.config.num_tokens}; they are not of one topology")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.cmvn = cmvn
+        self.graph = graph
+        self.topology = topology
+        self.viterbi = viterbi
+        self.fbank = fbank_cfg
+        self.arpa = arpa
+        self.prefix_beam = prefix_beam
+        self.max_seconds = max_seconds
+        self.languages = (tokenizer.language,)
+        self.sample_rate = fbank_cfg.sampling_rate
+        self.frame_seconds = fbank_cfg.frame_shift * model.config.subsampling
+        self._decoder = ViterbiDecoder(graph.fst, graph.num_tokens, viterbi)
+
+    # -----------------------------------------------------------------------------------------
+    # Recognition
+
+    def log_probs(self, samples: np.ndarray) -> np.ndarray:
+        """(T', V) log-probabilities of one piece of audio at the model's sample rate."""
+        feats = torch.from_numpy(fbank(samples, self.fbank))
+        if feats.shape[0] == 0:
+            return np.zeros((0, self.graph.num_tokens), np.float32)
+        x = self.cmvn(feats[None], torch.tensor([feats.shape[0]]))[0]
+        with torch.inference_mode():
+            lp, lens = self.model(x, torch.tensor([feats.shape[0]]))
+        return lp[0, : int(lens[0])].numpy()
+
+    def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
+                   method: Literal["viterbi", "prefix"] = "viterbi", beam: int | None = None,
+                   progress: Callable[[float], None] | None = None) -> Transcript:
+        """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
+        ``beam``: the Viterbi beam (cost units) or the prefix search's width; ``progress`` is
+        called with the seconds of audio done after each piece."""
+        if language is not None and language not in self.languages:
+            raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
+        if method not in ("viterbi", "prefix"):
+            raise ConfigError(f"method {method!r}: choose viterbi or prefix")
+        if method == "prefix" and (self.topology != "S1-T1" or self.arpa is None):
+            raise ConfigError("prefix search decodes plain CTC (S1-T1) with its LM; this model "
+                              f"is {self.topology}" + ("" if self.arpa else " without an LM"))
+        texts: list[str] = []
+        words: list[Word] = []
+        for offset, piece in iter_pieces(audio, sample_rate, self.sample_rate, self.max_seconds):
+            lp = self.log_probs(piece)
+            if progress is not None:
+                progress(offset + len(piece) / self.sample_rate)
+            if not len(lp):
+                continue
+            if method == "viterbi":
+                text, piece = self._viterbi(lp, beam, offset)
+                words += piece
+            else:
+                text = self._prefix(lp, beam)
+            texts.append(text)
+        return Transcript(" ".join(t for t in texts if t), self.tokenizer.language, None,
+                          tuple(words) if method == "viterbi" else None)
+
+    def _viterbi(self, lp: np.ndarray, beam: int | None, offset: float
+                 ) -> tuple[str, list[Word]]:
+        decoder = self._decoder
+        if beam is not None:
+            from dataclasses import replace
+
+            decoder = ViterbiDecoder(self.graph.fst, self.graph.num_tokens,
+                                     replace(self.viterbi, beam=float(beam)))
+        best = decoder.decode(lp)
+        names = self.graph.words(best.words)
+        starts = list(best.word_frames) + [len(best.tokens)]
+        out = []
+        for i, name in enumerate(names):
+            span = best.tokens[starts[i]: starts[i + 1]]
+            voiced = np.flatnonzero(span > 0)  # token 0 is the blank
+            end = starts[i] + (int(voiced[-1]) + 1 if len(voiced) else 1)
+            out.append(Word(name, offset + starts[i] * self.frame_seconds,
+                            offset + end * self.frame_seconds))
+        return " ".join(names), out
+
+    def _prefix(self, lp: np.ndarray, beam: int | None) -> str:
+        from speechlab.asr.ctc.prefix_search import (LexiconTrie, PrefixSearchConfig,
+                                                     prefix_beam_search)
+        from speechlab.text.ngram import read_arpa
+
+        if not hasattr(self, "_prefix_parts"):
+            lm = read_arpa(self.arpa)
+            ids = {p: i + 1 for i, p in enumerate(self.tokenizer.phones)}
+            lex = self.tokenizer.lexicon
+            trie = LexiconTrie.from_dict({w: [[ids[p] for p in pron] for pron in lex[w]
+                                              if all(p in ids for p in pron)]
+                                          for w in lex.words if w in set(lm.vocab)})
+            self._prefix_parts = (trie, lm)
+        trie, lm = self._prefix_parts
+        cfg = PrefixSearchConfig(beam=beam or self.prefix_beam,
+                                 acoustic_scale=self.viterbi.acoustic_weight, lm_log10=True)
+        best = prefix_beam_search(lp, cfg, trie, lm)
+        return " ".join(best[0].words) if best else ""
+
+    # -----------------------------------------------------------------------------------------
+    # Loading and export
+
+    @classmethod
+    def from_run(cls, model_dir: str | Path, **kw: Any) -> CtcRecognizer:
+        """A model of ``speechlab reproduce topologies`` with its run's tokenizer, CMVN, LM
+        and decoding graph, at the acoustic weight its decoding chose on dev."""
+        from speechlab.asr.ctc.graphs import cached_decoding_graph
+
+        model_dir = Path(model_dir)
+        run = model_dir.parent.parent
+        model = load(model_dir)
+        cfg = model.config
+        if not cfg.topology or not cfg.language:
+            raise DataError(f"{model_dir}: its checkpoint does not say its topology and language "
+                            "(trained before they were recorded); train it again")
+        tokenizer = PhoneTokenizer.load(run / "lang" / f"{cfg.language}.json")
+        arpa = run / "lang" / f"{cfg.language}.arpa"
+        graph = cached_decoding_graph(run / "graphs", cfg.topology, tokenizer.lexicon, arpa,
+                                      phones=tokenizer.phones)
+        weight = float(read_decoding(model_dir).get("acoustic_weight", 1.0))
+        return cls(model, tokenizer, GlobalCMVN.load(run / "lang" / "cmvn.safetensors"), graph,
+                   topology=cfg.topology, viterbi=ViterbiConfig(acoustic_weight=weight),
+                   arpa=arpa, source=model_dir, **kw)
+
+    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.graph.fst.write(str(Path(tmp) / "graph.fst"))
+            graph_bytes = (Path(tmp) / "graph.fst").read_bytes()
+        lexicon = {"language": self.tokenizer.language, "phones": list(self.tokenizer.phones),
+                   "lexicon": {w: [list(p) for p in self.tokenizer.lexicon[w]]
+                               for w in self.tokenizer.lexicon.words}}
+        files: dict[str, Any] = {"graph.fst": graph_bytes,
+                                 "lexicon.json": json.dumps(lexicon, ensure_ascii=False).encode()}
+        roles = {"graph": "graph.fst", "lexicon": "lexicon.json"}
+        if self.arpa is not None:
+            files["lm.arpa"] = self.arpa
+            roles["lm"] = "lm.arpa"
+        data = {"topology": self.topology, "viterbi": to_dict(self.viterbi),
+                "fbank": to_dict(self.fbank), "prefix_beam": self.prefix_beam,
+                "cmvn": {"mean": self.cmvn.mean.tolist(), "std": self.cmvn.std.tolist()},
+                "graph": {"num_tokens": self.graph.num_tokens, "recipe": self.graph.recipe,
+                          "num_words": self.graph.lang.num_words, "info": self.graph.info},
+                "streaming": False, "methods": ["viterbi"] + (
+                    ["prefix"] if self.topology == "S1-T1" and self.arpa else [])}
+        card = PackageCard(FAMILY, "asr", ModelCard.of(FAMILY, self.model.config).config,
+                           self.languages, files=roles, data=data)
+        return card, self.model.state_dict(), files
+
+    @classmethod
+    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+                     ) -> CtcRecognizer:
+        import kaldifst
+
+        from speechlab.text.ngram import BOS, EOS, read_arpa
+
+        model = ModelCard(card.family, card.config).build(BUILDERS, path)
+        model.load_state_dict(dict(weights))
+        d = card.data
+        try:
+            lex = json.loads((path / card.files["lexicon"]).read_text(encoding="utf-8"))
+            tokenizer = PhoneTokenizer(Lexicon(lex["lexicon"]), lex["language"], lex["phones"])
+            arpa = path / card.files["lm"] if "lm" in card.files else None
+            words = tokenizer.lexicon
+            if arpa is not None:  # the graph's words: the lexicon's words the LM knows
+                words = words.subset([w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)])
+            lang = make_lang(words, tokenizer.phones)
+            g = d["graph"]
+            if lang.num_words != g["num_words"]:
+                raise DataError(f"{path}: the lexicon and LM give {lang.num_words} words, the "
+                                f"graph was built over {g['num_words']}; export the model again")
+            graph = DecodingGraph(kaldifst.StdVectorFst.read(str(path / card.files["graph"])),
+                                  g["num_tokens"], lang, d["topology"], g["recipe"], g["info"])
+            cmvn = GlobalCMVN(dim=len(d["cmvn"]["mean"]))
+            cmvn.mean.copy_(torch.tensor(d["cmvn"]["mean"]))
+            cmvn.std.copy_(torch.tensor(d["cmvn"]["std"]))
+            return cls(model, tokenizer, cmvn, graph, topology=d["topology"],
+                       viterbi=from_dict(ViterbiConfig, d["viterbi"]),
+                       fbank_cfg=from_dict(FbankConfig, d["fbank"]), arpa=arpa,
+                       prefix_beam=int(d["prefix_beam"]), source=path)
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
+                            "again") from None

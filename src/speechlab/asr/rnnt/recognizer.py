@@ -1,0 +1,310 @@
+"""A trained multi-softmax-family RNN-T as a recognizer: ``transcribe`` a recording, or
+``stream`` audio as it arrives (``accept_waveform``, ``partial``, ``finish``), with the
+language given or found by the LID head (Sec. 4.2) and early stopping of the decoders whose LID
+score falls behind (Sec. 6.3).
+
+Audio -> online fbank (kaldi-native-fbank, the same frames as the training features for any
+chunking) -> CMVN -> the streaming encoder and searches of :mod:`.search` /
+:mod:`.multilingual_decode`, fed every ``chunk_frames`` feature frames. Memory stays bounded
+for any length: feature frames are dropped once the encoder has consumed them, and the searches
+keep only their hypotheses. Word times come from the encoder frame each label was emitted on.
+
+:meth:`RnntRecognizer.from_run` reads a reproduction's model directory (``OUT/models/NAME``,
+its run's ``lang/`` beside it); :meth:`~RnntRecognizer.to_package` /
+:meth:`~RnntRecognizer.from_package` write and read the self-contained package
+(:mod:`speechlab.package`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
+from speechlab.asr.rnnt.decode import text_of
+from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load
+from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
+from speechlab.asr.rnnt.search import StreamingDecoder
+from speechlab.asr.transcript import Transcript, Word, iter_blocks, words_from_tokens
+from speechlab.audio.features import FbankConfig, knf_options
+from speechlab.audio.io import as_samples
+from speechlab.audio.transforms import GlobalCMVN
+from speechlab.config import from_dict, to_dict
+from speechlab.errors import ConfigError, DataError
+from speechlab.package import PackageCard
+from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
+from speechlab.train.card import ModelCard
+
+
+class RnntRecognizer:
+    """An RNN-T of the multi-softmax family with what it needs to read audio: one grapheme
+    tokenizer per language, the training CMVN statistics and fbank settings, and the search.
+    ``chunk_frames``: feature frames (10 ms) the encoder takes at a time when streaming."""
+
+    kind = "asr"
+    streaming = True
+    family = FAMILY
+
+    def __init__(self, model: RNNT, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN,
+                 fbank: FbankConfig = FbankConfig(), search: SearchConfig = SearchConfig(),
+                 chunk_frames: int = 32, source: object = "model") -> None:
+        for lang, size in zip(model.languages, model.vocab_sizes):
+            tok = tokenizers.get(lang)
+            if tok is None:
+                raise DataError(f"{source}: no tokenizer for language {lang!r}")
+            if len(tok) != size:
+                raise DataError(f"{source}: the {lang} tokenizer has {len(tok)} symbols, but the "
+                                f"model has {size}; it was trained with another tokenizer")
+        if cmvn.mean.shape[0] != fbank.num_mel_bins:
+            raise DataError(f"{source}: CMVN statistics of {cmvn.mean.shape[0]}-dim features, "
+                            f"the model reads {fbank.num_mel_bins}-dim fbank")
+        self.model = model.eval()
+        self.tokenizers = dict(tokenizers)
+        self.cmvn = cmvn
+        self.fbank = fbank
+        self.search = search
+        self.chunk_frames = chunk_frames
+        self.languages: tuple[str, ...] = tuple(model.languages)
+        self.sample_rate = fbank.sampling_rate
+        # Seconds per encoder frame: the feature shift times the encoder's subsampling.
+        self.frame_seconds = fbank.frame_shift * model.dims.subsampling
+
+    @property
+    def lid_free(self) -> bool:
+        """Whether the model can decode without being told the language (a LID head)."""
+        return self.model.spec.lang_output and self.model.lid_head is not None
+
+    # -----------------------------------------------------------------------------------------
+    # Recognition
+
+    def stream(self, language: str | None = None, *, tau: float = math.inf,
+               s_th: float = math.inf, beam: int | None = None) -> RnntStream:
+        """A stream for one recording (module doc). ``language``: decode that language only;
+        None: the model's one language, or, for a model with a LID head, every language's
+        decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
+        when their LID score is ``s_th`` below the best's."""
+        search = self.search if beam is None else replace(self.search, beam=beam)
+        return RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
+                          search)
+
+    def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
+                   beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
+                   progress: Callable[[float], None] | None = None) -> Transcript:
+        """``audio`` (a file path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
+        The same result as streaming it in any chunks; a file is read a block at a time.
+        ``progress`` is called with the seconds of audio done after each block."""
+        stream = self.stream(language, tau=tau, s_th=s_th, beam=beam)
+        for offset, piece in iter_blocks(audio, sample_rate, self.sample_rate, 30.0):
+            stream.accept_waveform(piece, self.sample_rate)
+            if progress is not None:
+                progress(offset + len(piece) / self.sample_rate)
+        return stream.finish()
+
+    def _language(self, language: str | None) -> str | None:
+        if language is not None:
+            if language not in self.languages:
+                raise ConfigError(f"language {language!r}: this model knows "
+                                  f"{list(self.languages)}")
+            return language
+        if len(self.languages) == 1 or self.model.spec.union_vocab:
+            return None
+        if not self.lid_free:
+            raise ConfigError(f"the {self.model.variant} model needs the language (one of "
+                              f"{list(self.languages)}): it has no LID head to find it")
+        return None
+
+    def text(self, tokens: tuple[int, ...], language: str | None) -> str:
+        return text_of(self.model, tokens, language, self.tokenizers)
+
+    def words(self, tokens: tuple[int, ...], times: tuple[int, ...], language: str | None
+              ) -> tuple[Word, ...]:
+        """Words and their times from emitted labels and the encoder frames they came on."""
+        symbols = []
+        for t in tokens:
+            if self.model.spec.union_vocab:
+                lang, j = self.model.union.to_local(int(t))
+                symbols.append(self.tokenizers[lang].symbols[j] if lang is not None else "")
+            else:
+                lang = language if language is not None else self.languages[0]
+                symbols.append(self.tokenizers[lang].symbols[int(t)])
+        return words_from_tokens(symbols, times, self.frame_seconds,
+                                 starts_word=lambda s: s.startswith(WORD_START),
+                                 strip=lambda s: s.removeprefix(WORD_START))
+
+    # -----------------------------------------------------------------------------------------
+    # Loading and export
+
+    @classmethod
+    def from_run(cls, model_dir: str | Path, **kw: Any) -> RnntRecognizer:
+        """A model of ``speechlab reproduce multisoftmax`` (``OUT/models/NAME``), with the
+        tokenizers and CMVN statistics its run wrote to ``OUT/lang``."""
+        model_dir = Path(model_dir)
+        lang_dir = model_dir.parent.parent / "lang"
+        model = load(model_dir)
+        tokenizers = {lang: GraphemeTokenizer.load(lang_dir / f"{lang}.json")
+                      for lang in model.languages}
+        return cls(model, tokenizers, GlobalCMVN.load(lang_dir / "cmvn.safetensors"),
+                   source=lang_dir, **kw)
+
+    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+        """The card, weights and side files of this recognizer's package."""
+        card = ModelCard.of(FAMILY, self.model.config)
+        data = {"tokenizers": {k: t.to_dict() for k, t in self.tokenizers.items()},
+                "cmvn": {"mean": self.cmvn.mean.tolist(), "std": self.cmvn.std.tolist()},
+                "fbank": to_dict(self.fbank), "search": to_dict(self.search),
+                "variant": self.model.variant, "streaming": True, "lid_free": self.lid_free}
+        return (PackageCard(FAMILY, "asr", card.config, self.languages, data=data),
+                self.model.state_dict(), {})
+
+    @classmethod
+    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+                     ) -> RnntRecognizer:
+        model = ModelCard(card.family, card.config).build(BUILDERS, path)
+        _load_weights(model, weights, path)
+        data = card.data
+        try:
+            tokenizers = {k: GraphemeTokenizer.from_dict(v, f"{path} tokenizer {k!r}")
+                          for k, v in data["tokenizers"].items()}
+            cmvn = GlobalCMVN(dim=len(data["cmvn"]["mean"]))
+            cmvn.mean.copy_(torch.tensor(data["cmvn"]["mean"]))
+            cmvn.std.copy_(torch.tensor(data["cmvn"]["std"]))
+            fbank = from_dict(FbankConfig, data["fbank"])
+            search = from_dict(SearchConfig, data["search"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
+                            "again") from None
+        return cls(model, tokenizers, cmvn, fbank, search, source=path)
+
+
+def _load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor], source: object
+                  ) -> None:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    extra = sorted(set(weights) - set(own))
+    if missing or extra:
+        raise DataError(f"{source}: the weights do not fit the card's model (missing "
+                        f"{missing[:3]}, unexpected {extra[:3]}); export the model again")
+    for k, v in weights.items():
+        if tuple(v.shape) != tuple(own[k].shape):
+            raise DataError(f"{source}: tensor {k!r} has shape {tuple(v.shape)}, the card's "
+                            f"model expects {tuple(own[k].shape)}")
+    model.load_state_dict(dict(weights))
+    model.eval()
+
+
+class RnntStream:
+    """One recording streamed through an :class:`RnntRecognizer` (see
+    :meth:`RnntRecognizer.stream`)."""
+
+    def __init__(self, rec: RnntRecognizer, language: str | None, early_stop: EarlyStopConfig,
+                 search: SearchConfig) -> None:
+        import kaldi_native_fbank as knf
+
+        self.rec = rec
+        self.language = language
+        self._fbank = knf.OnlineFbank(knf_options(rec.fbank))
+        self._taken = 0  # feature frames handed on so far
+        self._buffer: list[np.ndarray] = []
+        self.lid_free = language is None and rec.lid_free
+        model = rec.model
+        if self.lid_free:
+            self._decoder: Any = LidFreeDecoder(model, DecodeConfig(search=search,
+                                                                    early_stop=early_stop))
+        else:
+            lang = None if model.spec.union_vocab or len(rec.languages) == 1 else language
+            self._decoder = StreamingDecoder(model, lang, search)
+        self._finished: Transcript | None = None
+
+    def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None:
+        """Feed the next piece of the recording (mono samples at ``sample_rate``)."""
+        if self._finished is not None:
+            raise ConfigError("this stream is finished; start a new one")
+        x = as_samples(samples, sample_rate, self.rec.sample_rate, what="stream audio")
+        self._fbank.accept_waveform(float(self.rec.sample_rate), x)
+        self._advance(final=False)
+
+    def _advance(self, final: bool) -> None:
+        ready = self._fbank.num_frames_ready
+        if ready > self._taken:
+            # Copied out before pop(): get_frame's arrays view memory that pop() frees.
+            self._buffer += [np.array(self._fbank.get_frame(i)) for i in range(self._taken, ready)]
+            self._fbank.pop(ready - self._taken)
+            self._taken = ready
+        chunk = self.rec.chunk_frames
+        while self._buffer and (len(self._buffer) >= chunk or final):
+            take, self._buffer = self._buffer[:chunk], self._buffer[chunk:]
+            feats = torch.from_numpy(np.stack(take).astype(np.float32))
+            feats = self.rec.cmvn(feats[None], torch.tensor([len(take)]))[0][0]
+            self._decoder.accept(feats)
+
+    @property
+    def active(self) -> tuple[str, ...]:
+        """The languages whose decoders are still running (early stopping switches them off)."""
+        if not self.lid_free:
+            return (self.language or self.rec.languages[0],)
+        on = self._decoder.stopper.on
+        return tuple(lang for i, lang in enumerate(self.rec.languages) if bool(on[i]))
+
+    @property
+    def lid(self) -> dict[str, float] | None:
+        """The LID head's posteriors averaged over the frames so far (None without LID)."""
+        if not self.lid_free or self._decoder.num_frames == 0:
+            return None if not self.lid_free else {l: 1 / len(self.rec.languages)
+                                                   for l in self.rec.languages}
+        post = self._decoder.posterior_sum / self._decoder.num_frames
+        return {lang: float(post[i]) for i, lang in enumerate(self.rec.languages)}
+
+    @property
+    def partial(self) -> str:
+        """The best text so far (LID-free: of the language the LID head leads with)."""
+        if self._finished is not None:
+            return self._finished.text
+        if not self.lid_free:
+            return self.rec.text(self._decoder.beam.best().tokens, self.language)
+        lid = self.lid or {}
+        running = [l for l in self.active] or list(self.rec.languages)
+        lang = max(running, key=lambda l: lid.get(l, 0.0))
+        i = self.rec.languages.index(lang)
+        return self.rec.text(self._decoder.beams[i].best().tokens, lang)
+
+    def finish(self) -> Transcript:
+        """The whole recording recognized; the stream takes no more audio."""
+        if self._finished is not None:
+            return self._finished
+        self._fbank.input_finished()
+        self._advance(final=True)
+        if self.lid_free:
+            if self._decoder.num_frames == 0:
+                self._finished = Transcript("", None, self.lid, ())
+                return self._finished
+            r = self._decoder.finish()
+            best = self._decoder.beams[self.rec.languages.index(r.language)].best()
+            self._finished = Transcript(
+                self.rec.text(r.tokens, r.language), r.language, dict(r.lid_posteriors),
+                self.rec.words(best.tokens, best.times, r.language),
+                extra={"active_frames": r.active_frames, "t_avg": r.t_avg})
+        else:
+            best = self._decoder.result()
+            lang = self.language if self.language is not None else (
+                self.rec.languages[0] if len(self.rec.languages) == 1 else None)
+            if lang is None and self.rec.model.spec.union_vocab:
+                lang = _union_language(self.rec, best.tokens)
+            self._finished = Transcript(self.rec.text(best.tokens, self.language), lang, None,
+                                        self.rec.words(best.tokens, best.times, self.language))
+        return self._finished
+
+
+def _union_language(rec: RnntRecognizer, tokens: tuple[int, ...]) -> str | None:
+    """The language most of a pooled model's output labels belong to (None for no labels)."""
+    counts: dict[str, int] = {}
+    for t in tokens:
+        lang, _ = rec.model.union.to_local(int(t))
+        if lang is not None:
+            counts[lang] = counts.get(lang, 0) + 1
+    return max(counts, key=counts.get) if counts else None

@@ -1,0 +1,330 @@
+"""One way to use any trained model: :func:`load` and :func:`export`.
+
+``speechlab.load(path)`` gives back, for any of
+
+- an exported package (``speechlab export``: ``speechlab.json`` + ``model.safetensors``),
+- a model directory of a reproduction (``OUT/models/NAME``, its run's side files beside it),
+- a Hugging Face wav2vec 2.0 directory (``Wav2Vec2ForCTC`` with ``vocab.json``; or
+  ``Wav2Vec2ForPreTraining`` / ``Wav2Vec2Model``, for diagnosis),
+- a fairseq wav2vec 2.0 checkpoint file (a fine-tuned one with its ``dict.ltr.txt`` beside),
+
+an object of the kind it is: an ASR model with ``transcribe(audio, sample_rate, language)``
+(and, for the streaming RNN-T family, ``stream()``), a TTS model with ``synthesize(text=...,
+labels=...)``, or a wav2vec 2.0 encoder to diagnose (``kind`` says which: ``asr``, ``tts``,
+``ssl``). Each family's library does the work (:mod:`speechlab.asr.rnnt.recognizer`,
+:mod:`speechlab.asr.ctc.recognizer`, :mod:`speechlab.ssl.wav2vec2.recognizer`,
+:mod:`speechlab.tts.synthesis`); this module, above them all, only finds out which family a path
+holds. Nothing is ever unpickled: packages and Hugging Face directories hold safetensors,
+speechlab checkpoints are read with ``weights_only=True``, fairseq files by an inert unpickler.
+
+``export(model, out)`` writes any of them as a self-contained package.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from speechlab.errors import ConfigError, DataError
+from speechlab.package import is_package, read_card, read_weights, write_package
+
+BACKENDS = ("torch",)
+
+LOOKED_FOR = ("a speechlab package (speechlab.json), a trained model directory (best.pt or "
+              "ckpt-*.pt, e.g. OUT/models/NAME), a Hugging Face wav2vec 2.0 directory "
+              "(config.json with model.safetensors or pytorch_model.bin) or a fairseq "
+              "checkpoint file")
+
+
+def _package_classes() -> dict[str, Any]:
+    from speechlab.asr.ctc.recognizer import CtcRecognizer
+    from speechlab.asr.rnnt.recognizer import RnntRecognizer
+    from speechlab.ssl.wav2vec2.recognizer import Wav2Vec2Encoder, Wav2Vec2Recognizer
+    from speechlab.tts.synthesis import Synthesizer
+
+    return {"rnnt": RnntRecognizer, "ctc": CtcRecognizer, "wav2vec2_ctc": Wav2Vec2Recognizer,
+            "wav2vec2": Wav2Vec2Encoder, "tts": Synthesizer}
+
+
+def load(path: str | Path, *, backend: str = "torch") -> Any:
+    """The model at ``path`` (module doc), ready to use, in eval mode."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend {backend!r}: choose one of {list(BACKENDS)}")
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{path} does not exist; give {LOOKED_FOR}")
+    if path.is_dir():
+        if is_package(path):
+            card = read_card(path)
+            cls = _package_classes().get(card.family)
+            if cls is None:
+                raise DataError(f"{path}: a package of family {card.family!r}, which this "
+                                "speechlab does not know")
+            return cls.from_package(path, card, read_weights(path))
+        if (path / "config.json").is_file():
+            return _hugging_face(path)
+        if (path / "best.pt").is_file() or any(path.glob("ckpt-*.pt")):
+            return _run_model(path)
+        if (path / "models").is_dir():
+            names = sorted(p.name for p in (path / "models").iterdir() if p.is_dir())
+            raise DataError(f"{path} is a run directory; give one of its models, "
+                            f"{path / 'models'}/NAME (NAME: {', '.join(names) or 'none yet'})")
+        raise DataError(f"{path}: not a model speechlab can load; looked for {LOOKED_FOR}")
+    if path.suffix in (".pt", ".bin", ".ckpt"):
+        return _checkpoint_file(path)
+    raise DataError(f"{path}: not a model speechlab can load; looked for {LOOKED_FOR}")
+
+
+def _run_model(model_dir: Path) -> Any:
+    from speechlab.train.card import best_or_latest, read_card as read_model_card
+
+    family = read_model_card(best_or_latest(model_dir)).family
+    classes = _package_classes()
+    if family == "wav2vec2":
+        from speechlab.ssl.wav2vec2.model import load as load_w2v
+
+        return classes[family](load_w2v(model_dir))
+    cls = classes.get(family)
+    if cls is None:
+        raise DataError(f"{model_dir}: holds a {family!r} model, which this speechlab cannot use")
+    return cls.from_run(model_dir)
+
+
+def _hugging_face(directory: Path) -> Any:
+    from speechlab.ssl.wav2vec2.checkpoint_import import load_hf
+    from speechlab.ssl.wav2vec2.model import Wav2Vec2CTC
+    from speechlab.ssl.wav2vec2.recognizer import (Wav2Vec2Encoder, Wav2Vec2Recognizer,
+                                                   hf_normalize)
+
+    try:
+        kind = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{directory / 'config.json'}: not valid JSON ({e})") from None
+    if not isinstance(kind, dict):
+        raise DataError(f"{directory / 'config.json'}: expected a JSON object (a transformers "
+                        "config), got a JSON {type(kind).__name__}")
+    model_type = kind.get("model_type", "wav2vec2")
+    if model_type != "wav2vec2":
+        raise DataError(f"{directory}: a Hugging Face {model_type!r} model; speechlab reads "
+                        "wav2vec 2.0 (model_type wav2vec2)")
+    model = load_hf(directory)
+    if isinstance(model, Wav2Vec2CTC):
+        return Wav2Vec2Recognizer.from_hf(directory, model)
+    return Wav2Vec2Encoder(model, normalize=hf_normalize(directory))
+
+
+def _checkpoint_file(path: Path) -> Any:
+    from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained
+    from speechlab.ssl.wav2vec2.model import Wav2Vec2CTC
+    from speechlab.ssl.wav2vec2.recognizer import (CtcLabels, Wav2Vec2Encoder,
+                                                   Wav2Vec2Recognizer)
+
+    model = load_pretrained(path)
+    if not isinstance(model, Wav2Vec2CTC):
+        return Wav2Vec2Encoder(model)
+    letters = path.with_name("dict.ltr.txt")
+    if not letters.is_file():
+        raise DataError(f"{path} is a fine-tuned (CTC) fairseq checkpoint; its labels are in "
+                        f"fairseq's dict.ltr.txt, looked for at {letters}")
+    # fairseq's dictionary: <s> <pad> </s> <unk>, then one symbol per line; CTC's blank is <s>
+    symbols = ["<s>", "<pad>", "</s>", "<unk>"]
+    for n, line in enumerate(letters.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            symbols.append(line.split()[0])
+    return Wav2Vec2Recognizer(model, CtcLabels(tuple(symbols), 0, "|"), normalize=False,
+                              source=path)
+
+
+def export(model: str | Path, out: str | Path, *, overwrite: bool = False) -> Path:
+    """Write the model at ``model`` (anything :func:`load` takes) as a self-contained package
+    at ``out``: the card, the weights as safetensors, the side files it needs, and, for a
+    model of a reproduction, its run's test results and the command that made them."""
+    from speechlab import __version__
+
+    source = Path(model)
+    obj = load(source)
+    card, weights, files = obj.to_package()
+    made_by: dict[str, Any] = {"source": str(source), "speechlab": __version__}
+    results: dict[str, Any] = {}
+    run = source.parent.parent if source.is_dir() else None
+    if run is not None and (run / "results.json").is_file():
+        try:
+            res = json.loads((run / "results.json").read_text(encoding="utf-8"))
+            results = {"title": res.get("title"), "scale": res.get("scale"),
+                       "tables": res.get("tables", [])}
+            meta = res.get("meta") or {}
+            made_by["command"] = meta.get("command")
+            made_by["git_commit"] = meta.get("git_commit")
+            made_by["run"] = str(run)
+        except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            pass  # a run without readable results still exports its model
+    if source.is_dir() and not is_package(source):
+        from speechlab.train.card import best_or_latest
+
+        try:
+            made_by["checkpoint"] = best_or_latest(source).name
+        except DataError:
+            pass
+    from dataclasses import replace
+
+    card = replace(card, results=results or card.results, made_by={**card.made_by, **made_by})
+    return write_package(out, card, weights, files, overwrite=overwrite)
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands: speechlab transcribe, speechlab export
+
+# Inputs at least this long (seconds of audio) report progress while they are transcribed.
+LONG_INPUT_SECONDS = 30.0
+
+
+def _transcribe_options(model: Any, args: Any) -> dict[str, Any]:
+    """The keyword options of ``model.transcribe`` the command line asks for, checked."""
+    import math
+
+    opts: dict[str, Any] = {}
+    if args.beam is not None:
+        if args.beam < 1:
+            raise ConfigError(f"--beam must be >= 1, got {args.beam}")
+        opts["beam"] = args.beam
+    if args.method is not None:
+        methods = getattr(model, "methods", None) or _methods(model)
+        if args.method not in methods:
+            raise ConfigError(f"--method {args.method!r}: this model decodes with "
+                              f"{', '.join(methods)}")
+        opts["method"] = args.method
+    for name, value in (("tau", args.tau), ("s_th", args.s_th)):
+        if value is None:
+            continue
+        if not (value >= 0 or value == math.inf) or value != value:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a number >= 0 (or inf), "
+                              f"got {value}")
+        if not getattr(model, "streaming", False):
+            raise ConfigError(f"--{name.replace('_', '-')}: early stopping is for the streaming "
+                              "multi-softmax models; this model is not one")
+        opts[name] = value
+    return opts
+
+
+def _methods(model: Any) -> tuple[str, ...]:
+    from speechlab.asr.ctc.recognizer import CtcRecognizer
+    from speechlab.ssl.wav2vec2.recognizer import Wav2Vec2Recognizer
+
+    if isinstance(model, CtcRecognizer):
+        return ("viterbi", "prefix") if model.topology == "S1-T1" and model.arpa else ("viterbi",)
+    if isinstance(model, Wav2Vec2Recognizer):
+        return ("greedy", "lm") if model.arpa and model.tokenizer else ("greedy",)
+    return ("beam", "greedy")
+
+
+def _run_transcribe(args: Any) -> int:
+    import sys
+
+    from speechlab.asr.transcript import audio_seconds
+    from speechlab.audio.io import validate_audio_file
+    from speechlab.progress import WorkProgress
+
+    model = load(args.model)
+    if getattr(model, "kind", None) != "asr":
+        raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
+                        "recognizer")
+    if args.language is not None and args.language not in model.languages:
+        raise ConfigError(f"--language {args.language!r}: this model knows "
+                          f"{list(model.languages)}")
+    if args.stream and not model.streaming:
+        raise ConfigError("--stream: this model reads whole recordings; only the multi-softmax "
+                          "RNN-T family streams")
+    opts = _transcribe_options(model, args)
+    if model.streaming and "method" in opts:
+        from dataclasses import replace
+
+        model.search = replace(model.search, method=opts.pop("method"))
+    for wav in args.wavs:  # every input is checked before the first is decoded
+        validate_audio_file(wav, expected_sr=None, channels=None)
+    for wav in args.wavs:
+        seconds = audio_seconds(wav, model.sample_rate)
+        progress = WorkProgress(f"transcribing {wav}", seconds,
+                                enabled=seconds >= LONG_INPUT_SECONDS and not args.stream)
+        with progress:
+            if args.stream:
+                result = _stream_file(model, wav, args, opts)
+            else:
+                result = model.transcribe(wav, language=args.language, progress=progress.update,
+                                          **opts)
+        if args.json:
+            print(json.dumps(result.to_json(str(wav)), ensure_ascii=False), flush=True)
+        else:
+            print(f"{wav}\t{result.language or '-'}\t{result.text}", flush=True)
+        sys.stdout.flush()
+    return 0
+
+
+def _stream_file(model: Any, wav: Path, args: Any, opts: dict[str, Any]) -> Any:
+    """A file fed to a stream in ``--chunk-ms`` pieces, partial results printed as they change
+    (to stderr when stdout carries JSON)."""
+    import sys
+
+    from speechlab.asr.transcript import iter_blocks
+
+    if not (args.chunk_ms > 0 and args.chunk_ms == args.chunk_ms):
+        raise ConfigError(f"--chunk-ms must be a positive number of milliseconds, got "
+                          f"{args.chunk_ms}")
+    stream = model.stream(args.language, **opts)
+    out = sys.stderr if args.json else sys.stdout
+    shown = ""
+    for offset, piece in iter_blocks(wav, model.sample_rate, model.sample_rate,
+                                     args.chunk_ms / 1000):
+        stream.accept_waveform(piece, model.sample_rate)
+        if stream.partial != shown:
+            shown = stream.partial
+            active = ",".join(stream.active)
+            print(f"  [{offset + len(piece) / model.sample_rate:7.2f}s] ({active}) {shown}",
+                  file=out, flush=True)
+    return stream.finish()
+
+
+def _run_export(args: Any) -> int:
+    out = export(args.model, args.out, overwrite=args.overwrite)
+    card = read_card(out)
+    print(f"{out}: {card.kind} model, family {card.family}, languages "
+          f"{', '.join(card.languages) or '-'}")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    t = sub.add_parser(
+        "transcribe", help="transcribe audio files with any speech recognizer speechlab loads",
+        description="Transcribe audio files with a trained model: a package (speechlab "
+        "export), a model directory of a run (OUT/models/NAME), a Hugging Face wav2vec 2.0 "
+        "CTC directory or a fairseq checkpoint. Files of any length: read a block at a time, "
+        "progress shown for long ones.")
+    t.add_argument("model", type=Path, metavar="PATH")
+    t.add_argument("wavs", nargs="+", type=Path, metavar="WAV")
+    t.add_argument("--language", default=None,
+                   help="the spoken language (default: the model's, or found by its LID head)")
+    t.add_argument("--json", action="store_true",
+                   help="one JSON object per file: file, text, language, lid, words")
+    t.add_argument("--stream", action="store_true",
+                   help="stream the file in --chunk-ms pieces, printing partial results")
+    t.add_argument("--chunk-ms", type=float, default=320.0, help="streaming piece length")
+    t.add_argument("--beam", type=int, default=None, help="search beam (model's default)")
+    t.add_argument("--method", default=None,
+                   help="search: beam/greedy (RNN-T), viterbi/prefix (CTC topologies), "
+                        "greedy/lm (wav2vec 2.0)")
+    t.add_argument("--tau", type=float, default=None,
+                   help="early stopping (RNN-T LID-free): encoder frames before decoders switch off")
+    t.add_argument("--s-th", dest="s_th", type=float, default=None,
+                   help="early stopping margin below the best LID score")
+    t.set_defaults(func=_run_transcribe)
+
+    e = sub.add_parser("export", help="write a trained model as a self-contained package",
+                       description="Write a trained model (anything speechlab transcribe or "
+                       "synth takes) as a package directory: speechlab.json (its card), "
+                       "model.safetensors, and the side files it needs (decoding graph, LM, "
+                       "question set), with its run's test results and the command that made "
+                       "them. `speechlab.load(PKG)` reads it with nothing else.")
+    e.add_argument("model", type=Path, metavar="MODEL")
+    e.add_argument("--out", type=Path, required=True, help="the package directory to write")
+    e.add_argument("--overwrite", action="store_true", help="replace an existing package")
+    e.set_defaults(func=_run_export)

@@ -1,0 +1,372 @@
+"""wav2vec 2.0 models as a user meets them: a fine-tuned CTC model that transcribes
+(:class:`Wav2Vec2Recognizer`: greedy CTC, or CTC beam search with a word n-gram LM), and a
+pre-trained encoder to diagnose (:class:`Wav2Vec2Encoder`).
+
+Both come from speechlab's own run directories and packages, and from Hugging Face
+directories on disk (``Wav2Vec2ForCTC`` with its ``vocab.json``, ``tokenizer_config.json`` and
+``preprocessor_config.json``; ``Wav2Vec2ForPreTraining`` / ``Wav2Vec2Model`` for diagnosis) and
+fairseq checkpoints (:mod:`.checkpoint_import`, which never runs pickled code).
+
+A CTC head's ids read as text through :class:`CtcLabels`: speechlab's grapheme tokenizer
+(``B_`` symbols start words) or a Hugging Face vocabulary, decoded exactly as transformers'
+``Wav2Vec2CTCTokenizer`` decodes greedy ids (repeats grouped, the pad token as blank, ``|`` as
+the space, lower-cased or cleaned up where its tokenizer config says). ``do_normalize`` in the
+preprocessor config makes each recording zero-mean, unit-variance before the model, as
+transformers' feature extractor does. Long recordings are cut near every ``max_seconds`` at
+their quietest moment; word times come from the frames (20 ms) of each word's labels on the
+greedy path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from speechlab.asr.transcript import Transcript, Word, iter_pieces
+from speechlab.audio.io import as_samples
+from speechlab.errors import ConfigError, DataError
+from speechlab.package import PackageCard
+from speechlab.ssl.wav2vec2.model import BUILDERS, CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
+from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
+from speechlab.train.card import ModelCard, read_decoding
+
+SAMPLE_RATE = 16000
+
+
+def normalize_waveform(samples: np.ndarray) -> np.ndarray:
+    """Zero mean, unit variance (transformers' ``zero_mean_unit_var_norm``, eps 1e-7)."""
+    x = samples.astype(np.float32)
+    return ((x - x.mean()) / np.sqrt(x.var() + 1e-7)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class CtcLabels:
+    """How a CTC head's ids read: ``symbols[id]`` its string, ``blank`` the CTC blank's id.
+    ``delimiter``: the symbol that stands for a space (Hugging Face ``|``), or None when words
+    start with ``B_`` symbols (speechlab's graphemes). ``lower``, ``clean_up``: the Hugging Face
+    tokenizer's ``do_lower_case`` and ``clean_up_tokenization_spaces``."""
+
+    symbols: tuple[str, ...]
+    blank: int = 0
+    delimiter: str | None = None
+    unk: str = "<unk>"
+    lower: bool = False
+    clean_up: bool = False
+
+    @classmethod
+    def of_tokenizer(cls, tokenizer: GraphemeTokenizer) -> CtcLabels:
+        return cls(tuple(tokenizer.symbols), 0, None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"symbols": list(self.symbols), "blank": self.blank, "delimiter": self.delimiter,
+                "unk": self.unk, "lower": self.lower, "clean_up": self.clean_up}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CtcLabels:
+        return cls(tuple(d["symbols"]), int(d["blank"]), d["delimiter"], d["unk"],
+                   bool(d["lower"]), bool(d["clean_up"]))
+
+    def _symbol(self, i: int) -> str:
+        return self.symbols[i] if 0 <= i < len(self.symbols) else self.unk
+
+    def spans(self, path: Sequence[int]) -> list[tuple[str, int, int]]:
+        """The greedy path (one id per frame) as (symbol, first frame, end frame): repeats
+        grouped, blanks dropped."""
+        out: list[tuple[str, int, int]] = []
+        start = 0
+        for t in range(1, len(path) + 1):
+            if t == len(path) or path[t] != path[start]:
+                if path[start] != self.blank:
+                    out.append((self._symbol(int(path[start])), start, t))
+                start = t
+        return out
+
+    def text(self, path: Sequence[int]) -> str:
+        """Text of a greedy path."""
+        if self.delimiter is None:
+            return _join_graphemes([s for s, _, _ in self.spans(path)])
+        # transformers groups equal neighbouring strings before it drops the pad (blank) token
+        strings = [self._symbol(int(i)) for i in path]
+        grouped = [s for k, s in enumerate(strings) if k == 0 or strings[k - 1] != s]
+        pad = self.symbols[self.blank]
+        text = "".join(" " if s == self.delimiter else s for s in grouped if s != pad).strip()
+        if self.lower:
+            text = text.lower()
+        if self.clean_up:
+            text = _clean_up(text)
+        return text
+
+    def words(self, path: Sequence[int], frame_seconds: float, offset: float = 0.0
+              ) -> list[Word]:
+        words: list[Word] = []
+        cur, start, end = "", 0, 0
+        for sym, a, b in self.spans(path):
+            boundary = (sym == self.delimiter) if self.delimiter is not None \
+                else sym.startswith(WORD_START)
+            if boundary and cur:
+                words.append(Word(cur, offset + start * frame_seconds, offset + end * frame_seconds))
+                cur = ""
+            if self.delimiter is not None and sym == self.delimiter:
+                continue
+            if not cur:
+                start = a
+            cur += sym.removeprefix(WORD_START) if self.delimiter is None else sym
+            end = b
+        if cur:
+            words.append(Word(cur, offset + start * frame_seconds, offset + end * frame_seconds))
+        if self.lower:
+            words = [Word(w.word.lower(), w.start, w.end) for w in words]
+        return words
+
+
+def _join_graphemes(symbols: Sequence[str]) -> str:
+    from speechlab.text.graphemes import join_symbols
+
+    return join_symbols(symbols)
+
+
+def _clean_up(text: str) -> str:
+    """transformers' ``clean_up_tokenization``."""
+    for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+                 (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        text = text.replace(a, b)
+    return text
+
+
+class Wav2Vec2Encoder:
+    """A pre-trained wav2vec 2.0 (or the encoder of a CTC model): what ``speechlab diagnose
+    attention`` reads."""
+
+    kind = "ssl"
+    streaming = False
+    languages: tuple[str, ...] = ()
+
+    def __init__(self, model: Wav2Vec2, *, normalize: bool = False) -> None:
+        self.model = model.eval()
+        self.normalize = normalize
+        self.sample_rate = SAMPLE_RATE
+
+    def waveform(self, audio: Any, sample_rate: int = SAMPLE_RATE) -> torch.Tensor:
+        """(S,) the model's input for ``audio``: 16 kHz, normalized if the model wants it."""
+        x = as_samples(audio, sample_rate, SAMPLE_RATE)
+        return torch.from_numpy(normalize_waveform(x) if self.normalize else x)
+
+    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+        card = PackageCard(FAMILY, "ssl", ModelCard.of(FAMILY, self.model.config).config,
+                           data={"normalize": self.normalize, "streaming": False})
+        return card, self.model.state_dict(), {}
+
+    @classmethod
+    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+                     ) -> Wav2Vec2Encoder:
+        model = ModelCard(card.family, card.config).build(BUILDERS, path)
+        model.load_state_dict(dict(weights))
+        return cls(model, normalize=bool(card.data.get("normalize", False)))
+
+
+class Wav2Vec2Recognizer:
+    """A wav2vec 2.0 CTC model with its labels; optionally a word n-gram LM (ARPA) for the CTC
+    beam search (speechlab grapheme labels only) at ``lm_weight`` and ``beam``."""
+
+    kind = "asr"
+    streaming = False
+    family = CTC_FAMILY
+
+    def __init__(self, model: Wav2Vec2CTC, labels: CtcLabels, *, normalize: bool = False,
+                 language: str = "en", arpa: Path | None = None, lm_weight: float = 0.5,
+                 beam: int = 50, max_seconds: float = 30.0,
+                 tokenizer: GraphemeTokenizer | None = None, source: object = "model") -> None:
+        if model.head.out_features != len(labels.symbols):
+            raise DataError(f"{source}: the CTC head has {model.head.out_features} outputs, the "
+                            f"vocabulary {len(labels.symbols)} symbols")
+        self.model = model.eval()
+        self.labels = labels
+        self.normalize = normalize
+        self.languages = (language,)
+        self.arpa = arpa
+        self.lm_weight = lm_weight
+        self.beam = beam
+        self.max_seconds = max_seconds
+        self.tokenizer = tokenizer
+        self.sample_rate = SAMPLE_RATE
+        self.frame_seconds = float(np.prod(model.encoder.config.conv_strides)) / SAMPLE_RATE
+        self.encoder = Wav2Vec2Encoder(model.encoder, normalize=normalize)
+
+    def log_probs(self, samples: np.ndarray) -> np.ndarray:
+        """(T, V) CTC log-probabilities of one piece of 16 kHz audio."""
+        if len(samples) < self.model.encoder.config.receptive_field:
+            return np.zeros((0, len(self.labels.symbols)), np.float32)
+        x = normalize_waveform(samples) if self.normalize else samples
+        with torch.inference_mode():
+            lp, _ = self.model(torch.from_numpy(x)[None])
+        return lp[0].numpy()
+
+    def transcribe(self, audio: Any, sample_rate: int = SAMPLE_RATE, language: str | None = None,
+                   *, method: Literal["greedy", "lm"] = "greedy", beam: int | None = None,
+                   progress: Callable[[float], None] | None = None) -> Transcript:
+        """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`:
+        ``greedy`` CTC (with word times) or ``lm`` beam search with the model's n-gram LM;
+        ``progress`` is called with the seconds of audio done after each piece."""
+        if language is not None and language not in self.languages:
+            raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
+        if method not in ("greedy", "lm"):
+            raise ConfigError(f"method {method!r}: choose greedy or lm")
+        if method == "lm" and (self.arpa is None or self.tokenizer is None):
+            raise ConfigError("this model has no n-gram LM to search with; use method=greedy")
+        texts: list[str] = []
+        words: list[Word] = []
+        for offset, piece in iter_pieces(audio, sample_rate, SAMPLE_RATE, self.max_seconds):
+            lp = self.log_probs(piece)
+            if progress is not None:
+                progress(offset + len(piece) / SAMPLE_RATE)
+            if not len(lp):
+                continue
+            if method == "greedy":
+                path = lp.argmax(-1).tolist()
+                texts.append(self.labels.text(path))
+                words += self.labels.words(path, self.frame_seconds, offset)
+            else:
+                texts.append(self._lm_decoder(beam)(lp))
+        return Transcript(" ".join(t for t in texts if t), self.languages[0], None,
+                          tuple(words) if method == "greedy" else None)
+
+    def _lm_decoder(self, beam: int | None):
+        from speechlab.ssl.wav2vec2.decode import LmBeamDecoder
+        from speechlab.text.ngram import read_arpa
+
+        key = beam or self.beam
+        cache = self.__dict__.setdefault("_decoders", {})
+        if key not in cache:
+            if "_lm" not in self.__dict__:
+                self._lm = read_arpa(self.arpa)
+            cache[key] = LmBeamDecoder(self._lm, self.tokenizer, key, lm_weight=self.lm_weight)
+        return cache[key]
+
+    # -----------------------------------------------------------------------------------------
+    # Loading and export
+
+    @classmethod
+    def from_run(cls, model_dir: str | Path, **kw: Any) -> Wav2Vec2Recognizer:
+        """A fine-tune of ``speechlab reproduce local-attention`` with its run's grapheme
+        tokenizer and LM, at the LM weight its decoding chose on dev."""
+        from speechlab.ssl.wav2vec2.model import load
+
+        model_dir = Path(model_dir)
+        run = model_dir.parent.parent
+        model = load(model_dir)
+        if not isinstance(model, Wav2Vec2CTC):
+            raise DataError(f"{model_dir}: a pre-trained wav2vec 2.0 model, not fine-tuned with "
+                            "CTC: it cannot transcribe (diagnose it instead)")
+        tokenizer = GraphemeTokenizer.load(run / "lang" / "en.json")
+        arpa = run / "lang" / "en.arpa"
+        settings = read_decoding(model_dir)
+        return cls(model, CtcLabels.of_tokenizer(tokenizer), tokenizer=tokenizer,
+                   arpa=arpa if arpa.is_file() else None,
+                   lm_weight=float(settings.get("lm_weight", 0.5)),
+                   beam=int(settings.get("beam", 50)), source=model_dir, **kw)
+
+    @classmethod
+    def from_hf(cls, directory: Path, model: Wav2Vec2CTC, **kw: Any) -> Wav2Vec2Recognizer:
+        """A Hugging Face ``Wav2Vec2ForCTC`` directory (its model already loaded)."""
+        labels = hf_labels(directory)
+        return cls(model, labels, normalize=hf_normalize(directory), source=directory, **kw)
+
+    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+        data: dict[str, Any] = {"labels": self.labels.to_json(), "normalize": self.normalize,
+                                "lm_weight": self.lm_weight, "beam": self.beam,
+                                "streaming": False,
+                                "methods": ["greedy"] + (["lm"] if self.arpa else [])}
+        files: dict[str, Any] = {}
+        roles: dict[str, str] = {}
+        if self.tokenizer is not None:
+            data["tokenizer"] = self.tokenizer.to_dict()
+        if self.arpa is not None and self.tokenizer is not None:
+            files["lm.arpa"], roles["lm"] = self.arpa, "lm.arpa"
+        card = PackageCard(CTC_FAMILY, "asr", ModelCard.of(CTC_FAMILY, self.model.config).config,
+                           self.languages, files=roles, data=data)
+        return card, self.model.state_dict(), files
+
+    @classmethod
+    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+                     ) -> Wav2Vec2Recognizer:
+        model = ModelCard(card.family, card.config).build(BUILDERS, path)
+        model.load_state_dict(dict(weights))
+        d = card.data
+        try:
+            tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
+                         if "tokenizer" in d else None)
+            return cls(model, CtcLabels.from_json(d["labels"]), normalize=bool(d["normalize"]),
+                       language=card.languages[0] if card.languages else "en",
+                       arpa=path / card.files["lm"] if "lm" in card.files else None,
+                       lm_weight=float(d["lm_weight"]), beam=int(d["beam"]),
+                       tokenizer=tokenizer, source=path)
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
+                            "again") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Hugging Face side files
+
+
+def _read_json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not valid JSON ({e})") from None
+
+
+def hf_normalize(directory: Path) -> bool:
+    """``do_normalize`` of the directory's ``preprocessor_config.json`` (transformers' default
+    for wav2vec 2.0: True), after checking its sampling rate."""
+    pre = _read_json(directory / "preprocessor_config.json", {})
+    if not isinstance(pre, dict):
+        raise DataError(f"{directory / 'preprocessor_config.json'}: expected a JSON object")
+    rate = pre.get("sampling_rate", SAMPLE_RATE)
+    if rate != SAMPLE_RATE:
+        raise DataError(f"{directory / 'preprocessor_config.json'}: sampling_rate {rate}; "
+                        f"speechlab reads wav2vec 2.0 models at {SAMPLE_RATE} Hz")
+    return bool(pre.get("do_normalize", True))
+
+
+def hf_labels(directory: Path) -> CtcLabels:
+    """The CTC labels of a Hugging Face ``Wav2Vec2CTCTokenizer`` directory (``vocab.json``,
+    ``tokenizer_config.json``, ``special_tokens_map.json``, ``added_tokens.json``)."""
+    vocab = _read_json(directory / "vocab.json")
+    if vocab is None:
+        raise DataError(f"{directory}: a Wav2Vec2ForCTC directory needs vocab.json (the CTC "
+                        "labels); save the processor or tokenizer beside the model")
+    if isinstance(vocab, dict) and vocab and all(isinstance(v, dict) for v in vocab.values()):
+        if len(vocab) != 1:  # a multilingual tokenizer keeps one vocabulary per language
+            raise DataError(f"{directory / 'vocab.json'}: {len(vocab)} vocabularies (one per "
+                            "language); speechlab reads one")
+        vocab = next(iter(vocab.values()))
+    if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
+        raise DataError(f"{directory / 'vocab.json'}: expected {{token: id}}")
+    added = _read_json(directory / "added_tokens.json", {}) or {}
+    tokens = {**vocab, **{k: v for k, v in added.items() if isinstance(v, int)}}
+    size = max(tokens.values()) + 1
+    symbols = ["<unk>"] * size
+    for tok, i in tokens.items():
+        symbols[i] = tok
+    config = _read_json(directory / "tokenizer_config.json", {}) or {}
+    special = _read_json(directory / "special_tokens_map.json", {}) or {}
+
+    def token(name: str, default: str) -> str:
+        value = config.get(name, special.get(name, default))
+        return value.get("content", default) if isinstance(value, dict) else str(value)
+
+    pad = token("pad_token", "<pad>")
+    model_cfg = _read_json(directory / "config.json", {}) or {}
+    blank = vocab.get(pad, model_cfg.get("pad_token_id", 0))
+    return CtcLabels(tuple(symbols), int(blank), token("word_delimiter_token", "|"),
+                     token("unk_token", "<unk>"), bool(config.get("do_lower_case", False)),
+                     bool(config.get("clean_up_tokenization_spaces", False)))
