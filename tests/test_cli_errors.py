@@ -448,7 +448,7 @@ CASES += [
     Case("ctc-phone-missing-from-phone-list", lambda e: _ctc_graph(e, "--phones",
                                                                    str(e / "phones.txt")),
          "lexicon word 'dog' uses phone 'ao'", _ctc_files(phones="k\nae\nt\nd\ng\n")),
-    Case("ctc-graph-exists", lambda e: _ctc_graph(e), "already holds a decoding graph",
+    Case("ctc-graph-exists", lambda e: _ctc_graph(e), "--out {d}/graph already exists",
          lambda e: (_ctc_files()(e), e.text("graph/graph.json", "{}"))),
     Case("ctc-lm-text-not-utf8", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
                                             str(e / "lm2.arpa")],
@@ -473,6 +473,106 @@ CASES += [
          lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"), "--out", str(e / "x.wav")],
          "no tts.json", setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir())),
 ]
+
+
+def _synthetic_splits(env: Env, name: str = "c") -> None:
+    """A corpus.json listing train/dev/test of an earlier build (nothing else is needed to
+    be refused)."""
+    split = {"utterances": 1, "hours": 0.0, "origin": "synthetic", "languages": {}}
+    env.text(f"{name}/corpus.json", json.dumps({"sample_rate": 16000, "kind": "tts", "splits": {
+        s: split for s in ("train", "dev", "test")}}))
+
+
+def _tts_imported(env: Env) -> None:
+    _tts_pair(1.0, 1.0)(env)
+    assert main(_import_tts(env)) == 0
+
+
+CASES += [
+    # --- paths: a split name is a file name, never a path (import-tts as import-kaldi)
+    Case("tts-import-split-escapes", lambda e: [*_import_tts(e), "--split", "../escape"],
+         "split name '../escape' must be letters", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-split-absolute", lambda e: [*_import_tts(e), "--split", "/tmp/x"],
+         "split name '/tmp/x'", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-tolerance-nan", lambda e: [*_import_tts(e), "--tolerance", "nan"],
+         "--tolerance must be a number, got nan", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-tolerance-negative", lambda e: [*_import_tts(e), "--tolerance", "-1"],
+         "--tolerance must be >= 0", setup=_tts_pair(1.0, 1.0)),
+    # --- nothing existing is replaced without --overwrite: corpora...
+    Case("tts-import-over-existing-split", _import_tts,
+         "already holds split 'train' (1 utterances", setup=_tts_imported),
+    Case("tts-corpus-over-tts-corpus", lambda e: ["data", "make-tts-corpus", "--out",
+                                                  str(e / "c"), "--minutes", "0.1"],
+         "holds split(s) ['dev', 'test', 'train'] of an earlier build", setup=_synthetic_splits),
+    Case("tts-corpus-over-imported-tts-split", lambda e: ["data", "make-tts-corpus", "--out",
+                                                          str(e / "c"), "--minutes", "0.1"],
+         "holds imported split(s) ['train']", setup=_tts_imported),
+    Case("tts-corpus-over-asr-corpus", lambda e: ["data", "make-tts-corpus", "--out",
+                                                  str(e / "corpus"), "--minutes", "0.1"],
+         "holds imported split(s) ['train']", setup=lambda e: e.corpus()),
+    Case("asr-corpus-over-earlier-build", lambda e: ["data", "make-asr-corpus", "--tiny",
+                                                     "--out", str(e / "c")],
+         "holds split(s) ['dev', 'test', 'train'] of an earlier build",
+         setup=_synthetic_splits),
+    # ...and files or directories every writing command makes
+    Case("ctc-lm-out-exists", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm.arpa")],
+         "--out {d}/lm.arpa already exists (file); pass --overwrite",
+         setup=lambda e: (e.text("t.txt", "a cat\n"), e.text("lm.arpa", "old\n"))),
+    Case("w2v-config-out-exists", lambda e: ["wav2vec2", "config", "--out", str(e / "m.yaml")],
+         "--out {d}/m.yaml already exists", setup=lambda e: e.text("m.yaml", "old: 1\n")),
+    Case("synth-out-exists", lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"),
+                                        "--out", str(e / "x.wav")],
+         "--out {d}/x.wav already exists",
+         setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir(), e.tone("x.wav"))),
+    Case("diagnose-out-exists", lambda e: _diagnose(e),
+         "--out {d}/diag already exists (directory, not empty)",
+         setup=lambda e: (_w2v_checkpoint()(e), e.text("diag/results.json", "{}"))),
+    Case("score-json-exists", lambda e: _score(e, "--json", str(e / "s.json")),
+         "--json {d}/s.json already exists", setup=lambda e: e.text("s.json", "{}")),
+    Case("cmvn-out-exists", lambda e: ["features", "cmvn", "--cuts", str(e / "c.jsonl.gz"),
+                                       "--out", str(e / "cmvn.safetensors")],
+         "--out {d}/cmvn.safetensors already exists",
+         setup=lambda e: (_nan_cuts(e), e.text("cmvn.safetensors", "old"))),
+    Case("cuts-out-exists", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                       "--out", str(e / "f"), "--cuts-out",
+                                       str(e / "c.jsonl.gz")],
+         "--cuts-out {d}/c.jsonl.gz already exists", _nan_cuts),
+    Case("tokenizers-out-exists", lambda e: ["text", "build-tokenizers", "--cuts",
+                                             str(e / "c.jsonl.gz"), "--out", str(e / "tok")],
+         "--out {d}/tok already exists",
+         setup=lambda e: (_nan_cuts(e), e.text("tok/en.json", "{}"))),
+    Case("report-out-exists", lambda e: ["report", str(e / "runA"), "--out", str(e / "rep")],
+         "--out {d}/rep already exists",
+         setup=lambda e: (_results(e), e.text("rep/report.html", "old"))),
+]
+
+
+def test_every_command_that_replaces_an_output_has_overwrite():
+    """The one rule: each declared "file"/"dir" output is guarded by the CLI and may be
+    replaced with --overwrite; other kinds are corpora, runs or caches (utils.OUTPUT_KINDS)."""
+    import argparse
+
+    from speechlab.cli import build_parser
+    from speechlab.utils import OUTPUT_KINDS, REPLACED_ONLY_WITH_OVERWRITE
+
+    def commands(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield sub
+                    yield from commands(sub)
+
+    writers = 0
+    for cmd in commands(build_parser()):
+        outputs = cmd._defaults.get("outputs") or {}
+        assert set(outputs.values()) <= set(OUTPUT_KINDS), (cmd.prog, outputs)
+        dests = {a.dest for a in cmd._actions}
+        assert set(outputs) <= dests, (cmd.prog, outputs)
+        if set(outputs.values()) & set(REPLACED_ONLY_WITH_OVERWRITE):
+            writers += 1
+            assert "overwrite" in dests, f"{cmd.prog} replaces an output but has no --overwrite"
+    assert writers >= 9
 
 
 def _one_line(err: str) -> str:

@@ -98,7 +98,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--jobs", type=int, default=1,
                    help="jobs run at a time, one process and one thread each")
-    p.set_defaults(func=_run_reproduce, outputs={"out": "dir"})
+    p.set_defaults(func=_run_reproduce, outputs={"out": "run"})
 
     t = sub.add_parser(
         "train", help="train one model of a paper's plan (also under torchrun)",
@@ -111,7 +111,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("paper", choices=sorted(PAPERS))
     t.add_argument("model", help="a model of the paper's plan, e.g. multisoftmax, mono_hi, ft_ms_hi")
     _common(t)
-    t.set_defaults(func=_run_train, outputs={"out": "dir"})
+    t.set_defaults(func=_run_train, outputs={"out": "run"})
 
     d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))
@@ -119,4 +119,4 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="jobs run at a time, one process and one thread each (default: 2)")
     d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
                    help="only these papers (default: all)")
-    d.set_defaults(func=_run_demo, outputs={"out": "dir"})
+    d.set_defaults(func=_run_demo, outputs={"out": "run"})

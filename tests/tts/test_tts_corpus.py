@@ -52,7 +52,7 @@ def test_an_interrupted_build_is_recognisable(fake, monkeypatch, tmp_path):
 
     monkeypatch.setattr(tc, "festival_synthesize", broken)
     with pytest.raises(DataError, match="festival died"):
-        make_tts_corpus(cfg, tmp_path / "c")  # a rebuild that stops half-way
+        make_tts_corpus(cfg, tmp_path / "c", overwrite=True)  # a rebuild that stops half-way
     with pytest.raises(DataError, match="not a complete speechlab corpus"):
         load_tts_split(tmp_path / "c", "train")
 

@@ -155,4 +155,5 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="also write counts, interval and per-utterance details as JSON")
     add_config_args(p, ScoreConfig)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=run, outputs={"json": "file"})

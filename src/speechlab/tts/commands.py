@@ -86,7 +86,7 @@ def _run_make(args: argparse.Namespace) -> int:
     from speechlab.tts.corpus import TtsCorpusConfig, make_tts_corpus
 
     cfg = config_from_args(TtsCorpusConfig, args)
-    out = make_tts_corpus(cfg, args.out)
+    out = make_tts_corpus(cfg, args.out, overwrite=args.overwrite)
     info = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
     for split, d in info["splits"].items():
         print(f"{split:<6} {d['utterances']:>6} utterances {d['hours'] * 60:8.2f} min")
@@ -96,7 +96,8 @@ def _run_make(args: argparse.Namespace) -> int:
 def _run_import(args: argparse.Namespace) -> int:
     from speechlab.tts.corpus import import_label_corpus
 
-    n = import_label_corpus(args.wav_dir, args.lab_dir, args.out, args.split, args.tolerance)
+    n = import_label_corpus(args.wav_dir, args.lab_dir, args.out, args.split, args.tolerance,
+                            overwrite=args.overwrite)
     print(f"imported {n} utterances into {args.out} (split {args.split!r})")
     return 0
 
@@ -109,7 +110,9 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
                           help="festival (SLT HTS voice) speaks harvested English: wavs + labels")
     make.add_argument("--out", type=Path, required=True, help="output corpus directory")
     add_config_args(make, TtsCorpusConfig)
-    make.set_defaults(func=_run_make, outputs={"out": "dir"})
+    make.add_argument("--overwrite", action="store_true",
+                      help="replace the train/dev/test splits the directory already holds")
+    make.set_defaults(func=_run_make, outputs={"out": "corpus"})
 
     imp = sub.add_parser("import-tts", help="import wavs + HTS labels (Merlin/HTS layout)")
     imp.add_argument("wav_dir", type=Path, help="folder of <id>.wav (16 kHz mono)")
@@ -118,7 +121,9 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--split", default="train", help="split name (train, dev, test)")
     imp.add_argument("--tolerance", type=float, default=0.1,
                      help="seconds the labels' end may differ from the wav's (default 0.1)")
-    imp.set_defaults(func=_run_import, outputs={"out": "dir"})
+    imp.add_argument("--overwrite", action="store_true",
+                     help="replace the split if the corpus directory already holds it")
+    imp.set_defaults(func=_run_import, outputs={"out": "corpus"})
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -132,4 +137,5 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="output wav (16 kHz)")
     p.add_argument("--window", type=int, default=120,
                    help="SALAD: attend within windows of this many frames (0: whole utterance)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_run_synth, outputs={"out": "file"})

@@ -95,8 +95,6 @@ def _graph(args: argparse.Namespace) -> int:
 
     name = topo_mod.get(args.topology).name
     out = Path(args.out)
-    if (out / "graph.json").exists() and not args.overwrite:
-        raise ConfigError(f"{out} already holds a decoding graph; pass --overwrite to replace it")
     lexicon = Lexicon.read(args.lexicon)
     phones = None
     if args.phones is not None:
@@ -159,6 +157,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="keep only sentences whose words are all among the N most frequent")
     m.add_argument("--language", default=None,
                    help="normalize each line as speechlab does for this language (en, hi, ...)")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     m.set_defaults(func=_lm, outputs={"out": "file"})
 
     g = csub.add_parser("graph", help="the decoding graph T∘(L∘G) of a topology, a lexicon and "
@@ -174,5 +173,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="LM words without a pronunciation: leave them out (counted) or fail")
     g.add_argument("--recipe", choices=("full", "lg", "none"), default="full",
                    help="what is determinized and minimized (docs/topologies.md)")
-    g.add_argument("--overwrite", action="store_true")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace an existing (non-empty) --out directory")
     g.set_defaults(func=_graph, outputs={"out": "dir"})

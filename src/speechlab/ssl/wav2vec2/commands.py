@@ -133,6 +133,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--apply", action="store_true", help="also write model.yaml localizing the "
                    "suggested blocks")
     a.add_argument("--radius", type=_radius, default=30, help="LMSAB radius for --apply")
+    a.add_argument("--overwrite", action="store_true",
+                   help="replace an existing (non-empty) --out directory")
     a.set_defaults(func=_run_diagnose, outputs={"out": "dir"})
 
     w = sub.add_parser("wav2vec2", help="wav2vec 2.0 model configs")
@@ -142,4 +144,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--local-blocks", default="", help="1-based blocks, e.g. 2-12 or 6-11,12")
     c.add_argument("--radius", type=_radius, default=30)
     c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     c.set_defaults(func=_run_config, outputs={"out": "file"})
