@@ -645,3 +645,30 @@ def test_fault_messages_cover_the_errnos_users_meet():
     assert "free space and rerun" in fault_message(OSError(errno.ENOSPC, "x", "/d/ckpt.pt"))
     assert "resumes" in fault_message(RuntimeError("[enforce fail at inline_container.cc:672] ."))
     assert fault_message(ValueError("a bug")) is None  # bugs keep their traceback
+
+
+@pytest.mark.parametrize("command, module", [
+    (["data", "make-asr-corpus", "--tiny", "--no-progress"], "speechlab.data.corpus"),
+    (["data", "make-tts-corpus", "--minutes", "0.1"], "speechlab.tts.corpus"),
+])
+def test_a_corpus_build_that_fills_the_disk_removes_what_it_wrote(command, module, env, capsys,
+                                                                   monkeypatch):
+    import errno
+    import importlib
+
+    mod = importlib.import_module(module)
+    real, calls = mod._write_wav, []
+
+    def full_after_two(path, audio):
+        calls.append(path)
+        if len(calls) > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, audio)
+
+    monkeypatch.setattr(mod, "_write_wav", full_after_two)
+    before = snapshot(env.root)
+    assert main([*command, "--out", str(env / "c")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "no space left on device" in line and "free space and rerun" in line, line
+    assert len(calls) == 3
+    assert snapshot(env.root) == before, "the failed build left files behind"
