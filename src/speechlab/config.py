@@ -117,6 +117,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return int(value)
             except ValueError:
                 pass
+            try:  # "1e6" (YAML reads it as a string): a whole number written as a float
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and number.is_integer():
+                return int(number)
         raise ConfigError(f"config key {key!r}: expected an integer, got {value!r}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -147,7 +153,9 @@ RANGE = "speechlab.range"  # key of a field's metadata holding its Range
 class Range:
     """The values a numeric field may take; for a tuple, list or dict field, each number in it.
 
-    ``ge``/``gt`` and ``le``/``lt`` are inclusive/exclusive bounds (None: unbounded).
+    ``ge``/``gt`` and ``le``/``lt`` are inclusive/exclusive bounds (None: unbounded); ``why``
+    says what a bound protects (an upper bound on a size, e.g. "the token FST has about N^2
+    arcs") and is said with a value out of range.
     """
 
     ge: float | None = None
@@ -155,6 +163,7 @@ class Range:
     le: float | None = None
     lt: float | None = None
     allow_inf: bool = False
+    why: str = ""
 
     def problem(self, value: float) -> str | None:
         """Why ``value`` is out of range (``"must be > 0"``), or None if it is fine."""
@@ -167,7 +176,9 @@ class Range:
                                 (self.le, lambda b: value <= b, "<="),
                                 (self.lt, lambda b: value < b, "<")):
             if bound is not None and not ok(bound):
-                return f"must be {word} {bound:g}"
+                # ``why`` explains a maximum (what a larger value would cost)
+                why = f" ({self.why})" if self.why and word in ("<=", "<") else ""
+                return f"must be {word} {bound:g}{why}"
         return None
 
 
@@ -177,10 +188,34 @@ _ANY_NUMBER = Range(allow_inf=True)
 
 def ranged(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
            ge: float | None = None, gt: float | None = None, le: float | None = None,
-           lt: float | None = None, allow_inf: bool = False) -> Any:
+           lt: float | None = None, allow_inf: bool = False, why: str = "") -> Any:
     """A dataclass field whose number(s) must lie in a range (see :class:`Range`)."""
     return dataclasses.field(default=default, default_factory=default_factory,
-                             metadata={RANGE: Range(ge, gt, le, lt, allow_inf)})
+                             metadata={RANGE: Range(ge, gt, le, lt, allow_inf, why)})
+
+
+def bounded(kind: type, *, ge: float | None = None, gt: float | None = None,
+            le: float | None = None, lt: float | None = None, allow_inf: bool = False,
+            why: str = "") -> Any:
+    """An argparse ``type=`` for a numeric option that is not a config field: the option's
+    number, or a usage error (exit 2, one line, before any work) saying the range and ``why``.
+    Sizes get an upper bound here, where they enter, so a typo such as ``--phones 1000000000``
+    is refused instead of growing until the kernel kills the process."""
+    rng = Range(ge, gt, le, lt, allow_inf, why)
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        problem = rng.problem(float(value))
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{problem}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 class FieldError(ConfigError):

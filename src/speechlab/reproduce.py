@@ -17,6 +17,7 @@ import logging
 import time
 from pathlib import Path
 
+from speechlab.config import bounded
 from speechlab.experiment.papers import PAPERS, get_paper
 
 log = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reproduce", help="reproduce a paper's tables at a chosen scale")
     p.add_argument("paper", choices=sorted(PAPERS))
     _common(p)
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", default=1, type=bounded(int, ge=1, le=256, why="each job is a process running at once"),
                    help="jobs run at a time, one process and one thread each")
     p.set_defaults(func=_run_reproduce, outputs={"out": "run"})
 
@@ -115,7 +116,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))
-    d.add_argument("--jobs", type=int, default=2,
+    d.add_argument("--jobs", default=2, type=bounded(int, ge=1, le=256, why="each job is a process running at once"),
                    help="jobs run at a time, one process and one thread each (default: 2)")
     d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
                    help="only these papers (default: all)")

@@ -123,8 +123,11 @@ class CorpusConfig:
         cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
     """
 
-    minutes: dict[str, float] = ranged(default_factory=_default_minutes, ge=0)
-    utterances_per_language: int | None = ranged(None, ge=3)  # one per split at least
+    minutes: dict[str, float] = ranged(default_factory=_default_minutes, ge=0, le=1440,
+                                       why="a day of speech per language is the most built")
+    # one per split at least
+    utterances_per_language: int | None = ranged(None, ge=3, le=100_000,
+                                                 why="about a day of speech")
     seed: int = ranged(0, ge=0)
     dev_fraction: float = ranged(0.05, gt=0, lt=1)
     test_fraction: float = ranged(0.1, gt=0, lt=1)
@@ -140,8 +143,8 @@ class CorpusConfig:
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
     tempo_prob: float = ranged(0.0, ge=0, le=1)
     tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
-    batch_size: int = ranged(32, ge=1)
-    workers: int = ranged(2, ge=1)
+    batch_size: int = ranged(32, ge=1, le=4096, why="utterances held in memory at once")
+    workers: int = ranged(2, ge=1, le=64, why="one synthesis process each")
     cache_dir: str | None = None
 
     @classmethod

@@ -81,7 +81,7 @@ class ImportConfig:
     language: str | None = None
     known_languages: tuple[str, ...] = LANGUAGES
     on_error: Literal["raise", "skip"] = "raise"
-    sample_rate: int = ranged(16000, ge=1)
+    sample_rate: int = ranged(16000, ge=1, le=384_000, why="the highest rate audio is made at")
     resample: bool = False
 
     def __post_init__(self) -> None:

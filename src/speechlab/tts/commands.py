@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from speechlab.config import add_config_args, config_from_args
+from speechlab.config import add_config_args, bounded, config_from_args
 from speechlab.errors import ConfigError, DataError
 
 
@@ -119,7 +119,7 @@ def add_data_commands(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("lab_dir", type=Path, help="folder of phone-aligned <id>.lab")
     imp.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
     imp.add_argument("--split", default="train", help="split name (train, dev, test)")
-    imp.add_argument("--tolerance", type=float, default=0.1,
+    imp.add_argument("--tolerance", type=bounded(float, ge=0), default=0.1,
                      help="seconds the labels' end may differ from the wav's (default 0.1)")
     imp.add_argument("--overwrite", action="store_true",
                      help="replace the split if the corpus directory already holds it")
@@ -135,7 +135,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="phone-aligned HTS full-context labels (start end context)")
     p.add_argument("--text", default=None, help="text to speak through festival's front end")
     p.add_argument("--out", type=Path, required=True, help="output wav (16 kHz)")
-    p.add_argument("--window", type=int, default=120,
+    p.add_argument("--window", type=bounded(int, ge=0), default=120,
                    help="SALAD: attend within windows of this many frames (0: whole utterance)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_run_synth, outputs={"out": "file"})

@@ -65,14 +65,15 @@ class TtsCorpusConfig:
     words; ``batch_size`` sentences per festival process, ``workers`` processes at a time.
     """
 
-    minutes: float = ranged(10.0, gt=0)
+    minutes: float = ranged(10.0, gt=0, le=1440,
+                            why="a day of speech; the paper's corpus holds about 130 minutes")
     dev_fraction: float = ranged(0.115, gt=0, lt=0.5)
     test_fraction: float = ranged(0.115, gt=0, lt=0.5)
-    min_words: int = ranged(4, ge=1)
-    max_words: int = ranged(20, ge=1)
+    min_words: int = ranged(4, ge=1, le=200, why="words of one sentence")
+    max_words: int = ranged(20, ge=1, le=200, why="words of one sentence")
     seed: int = ranged(0, ge=0)
-    batch_size: int = ranged(12, ge=1)
-    workers: int = ranged(2, ge=1)
+    batch_size: int = ranged(12, ge=1, le=1000, why="sentences per festival process")
+    workers: int = ranged(2, ge=1, le=64, why="one festival process each")
     # Tolerated gap between the labels' end and the wav's duration (seconds).
     tolerance: float = ranged(0.1, ge=0)
     cache_dir: str | None = None

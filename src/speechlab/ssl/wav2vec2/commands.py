@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from speechlab.config import bounded
 from speechlab.errors import ConfigError, DataError
 
 
@@ -75,8 +76,6 @@ def _run_diagnose(args: argparse.Namespace) -> int:
     from speechlab.utils import atomic_write_text
 
     _check_radius(args.radius)
-    if args.utterances < 1:
-        raise ConfigError(f"--utterances must be >= 1, got {args.utterances}")
     model = load_pretrained(args.checkpoint)
     encoder = getattr(model, "encoder", model)
     wavs, names = _utterances(args.cuts, args.utterances, encoder.config.receptive_field)
@@ -129,7 +128,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     a.add_argument("checkpoint", type=Path, metavar="CHECKPOINT_OR_HF_DIR")
     a.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (16 kHz)")
     a.add_argument("--out", type=Path, required=True)
-    a.add_argument("--utterances", type=int, default=6, help="cuts to look at (Fig. 2: six)")
+    a.add_argument("--utterances", default=6, help="cuts to look at (Fig. 2: six)",
+                   type=bounded(int, ge=1, le=100, why="one row of the figure each"))
     a.add_argument("--apply", action="store_true", help="also write model.yaml localizing the "
                    "suggested blocks")
     a.add_argument("--radius", type=_radius, default=30, help="LMSAB radius for --apply")
