@@ -80,7 +80,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return from_dict(tp, value, prefix=key + ".")
     if origin in (list, tuple):
         if isinstance(value, str):
-            value = yaml.safe_load(value)
+            value = _yaml_value(value, key)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key {key!r}: expected a list, got {value!r}")
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
@@ -94,7 +94,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return tuple(seq) if origin is tuple else seq
     if origin is dict:
         if isinstance(value, str):
-            value = yaml.safe_load(value)
+            value = _yaml_value(value, key)
         if not isinstance(value, dict):
             raise ConfigError(f"config key {key!r}: expected a mapping, got {value!r}")
         kt, vt = args if args else (Any, Any)
@@ -140,6 +140,16 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is Path:
         return Path(value)
     return value
+
+
+def _yaml_value(text: str, key: str) -> Any:
+    """An override's text parsed as YAML for a list or mapping field."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"config key {key!r}: {text!r} is not a YAML list or mapping "
+                          f"({problem})") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,10 +314,40 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r} is not of the form key=value")
     key, raw = text.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw
+        value = raw  # a plain string; a list or mapping field says what it expected
     return key.strip(), value
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping in a YAML file names one key twice (line numbers are 1-based)."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: plain
+    YAML keeps the last value without a word, so a config edited in two places would silently
+    use one of them."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed as YAML with the safe loader, refusing duplicate keys
+    (:class:`DuplicateKeyError`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None,
@@ -317,11 +357,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     if path is not None:
         path = Path(path)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loaded = load_yaml(path.read_text(encoding="utf-8")) or {}
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; give a YAML file") from None
+        except DuplicateKeyError as e:
+            raise ConfigError(f"config file {path}:{e.line}: key {e.key!r} is given twice (also "
+                              f"at line {e.first_line}); keep one") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(loaded, dict):
