@@ -508,6 +508,72 @@ CASES += [
 ]
 
 
+def _w2v_weights(change: Callable, name: str = "w2v.pt") -> Callable[[Env], None]:
+    """A fairseq checkpoint whose every tensor is ``change(tensor)``, and a cuts manifest."""
+    def setup(env: Env) -> None:
+        import torch
+
+        from speechlab.ssl.wav2vec2 import build
+        from speechlab.testing.wav2vec2 import fairseq_state
+
+        torch.manual_seed(0)
+        state = fairseq_state(build("ci"))
+        torch.save({"model": {k: change(v) for k, v in state.items()}}, env / name)
+        CutSetFile(env)
+    return setup
+
+
+def _cuts_of(make: Callable[[Path], object]) -> Callable[[Env], None]:
+    """A checkpoint and a cuts manifest of the one cut ``make(dir)`` returns."""
+    def setup(env: Env) -> None:
+        from lhotse import CutSet
+
+        _w2v_checkpoint()(env)
+        CutSet.from_cuts([make(env.root)]).to_file(env / "cuts.jsonl.gz")
+    return setup
+
+
+def _unreadable_cut(root: Path):
+    cut = tone_cut(root / "bad.wav", duration=0.5, cut_id="bad")
+    (root / "bad.wav").write_bytes(b"RIFF garbage")
+    return cut
+
+
+_SALAD_RUN: list[Path] = []
+
+
+def _salad_model(change: Callable[[Path], object] = lambda m: None) -> Callable[[Env], None]:
+    """A trained SALAD model directory ``m`` (the ci run's big_salad, trained once per session
+    and copied) with ``change(m)`` applied, and a label file ``lab/u1.lab``."""
+    def setup(env: Env) -> None:
+        if shutil.which("festival") is None:
+            pytest.skip("needs festival for the corpus a model is trained on")
+        if not _SALAD_RUN:
+            out = Path(tempfile.mkdtemp(prefix="speechlab-salad-")) / "run"
+            assert main(["reproduce", "salad", "--scale", "ci", "--out", str(out)]) == 0
+            _SALAD_RUN.append(out)
+        shutil.copytree(_SALAD_RUN[0] / "models" / "big_salad", env / "m")
+        _tts_pair(1.0, 1.0)(env)
+        change(env / "m")
+    return setup
+
+
+def _nan_weights(model_dir: Path) -> None:
+    from speechlab.experiment.trained import best_or_latest
+    from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
+
+    path = best_or_latest(model_dir)
+    ckpt = load_checkpoint(path)
+    ckpt.pop("format_version")
+    ckpt["model"] = {k: v.fill_(float("nan")) if v.is_floating_point() else v
+                     for k, v in ckpt["model"].items()}
+    save_checkpoint(path, **ckpt)
+
+
+def _synth(env: Env, lab: str = "lab/u1.lab", *extra: str) -> list[str]:
+    return ["synth", str(env / "m"), str(env / lab), "--out", str(env / "x.wav"), *extra]
+
+
 def _synthetic_splits(env: Env, name: str = "c") -> None:
     """A corpus.json listing train/dev/test of an earlier build (nothing else is needed to
     be refused)."""
@@ -547,6 +613,46 @@ CASES += [
                                                      "--out", str(e / "c")],
          "holds split(s) ['dev', 'test', 'train'] of an earlier build",
          setup=_synthetic_splits),
+    # --- wav2vec 2.0 diagnosis: bad audio, weights and side files are named, not a traceback
+    Case("w2v-diagnose-unreadable-audio", lambda e: _diagnose(e),
+         "cuts.jsonl.gz: cut 'bad': {d}/bad.wav (utterance 'bad'): unreadable audio",
+         _cuts_of(_unreadable_cut)),
+    Case("w2v-diagnose-nan-audio", lambda e: _diagnose(e),
+         "cuts.jsonl.gz: cut 'nan': {d}/nan.wav (utterance 'nan'): 100 non-finite sample",
+         _cuts_of(lambda root: __import__("speechlab.testing.audio", fromlist=["x"])
+                  .nonfinite_cut(root / "nan.wav", cut_id="nan"))),
+    Case("w2v-nan-weights", lambda e: _diagnose(e),
+         "{d}/w2v.pt: weight 'feature_encoder.layers.0.norm.weight' holds 8 non-finite",
+         _w2v_weights(lambda t: t.fill_(float("nan")))),
+    Case("w2v-int64-weights", lambda e: _diagnose(e), "is of type torch.int64, not floating",
+         _w2v_weights(lambda t: t.long())),
+    Case("w2v-empty-checkpoint", lambda e: _diagnose(e, "empty.pt"),
+         "{d}/empty.pt is not a wav2vec 2.0 checkpoint (the file is empty)",
+         lambda e: ((e / "empty.pt").write_bytes(b""), CutSetFile(e))),
+    Case("w2v-hf-config-is-a-list", lambda e: _diagnose(e, "hf"),
+         "{d}/hf/config.json: not a Wav2Vec2 config (TypeError: it holds a JSON list",
+         lambda e: (e.text("hf/config.json", "[1, 2]"), CutSetFile(e))),
+    Case("w2v-hf-config-not-utf8", lambda e: _diagnose(e, "hf"),
+         "{d}/hf/config.json: not a Wav2Vec2 config",
+         lambda e: (e.text("hf/config.json", ""), (e / "hf" / "config.json").write_bytes(
+             b"\xff{}"), CutSetFile(e))),
+    # --- synthesis: labels without time, broken models and side files
+    Case("synth-labels-span-no-time", lambda e: _synth(e, "zero.lab"),
+         "{d}/zero.lab: the labels span no time",
+         _salad_model(lambda m: (m.parent / "zero.lab").write_text(
+             _LAB.format(s=0, e=0) + "\n" + _LAB.format(s=0, e=0) + "\n"))),
+    Case("synth-label-time-huge", lambda e: _synth(e, "long.lab"),
+         "{d}/long.lab:1: end time 1000000000000000 is 100000000 s",
+         _salad_model(lambda m: (m.parent / "long.lab").write_text(
+             _LAB.format(s=0, e=10**15) + "\n"))),
+    Case("synth-nan-weights", lambda e: _synth(e), "holds 16 non-finite value(s)",
+         _salad_model(_nan_weights)),
+    Case("synth-sidecar-incomplete", lambda e: _synth(e),
+         "{d}/m/tts.json: incomplete or corrupt normalizer file",
+         _salad_model(lambda m: (m / "tts.json").write_text('{"inputs": 1}'))),
+    Case("synth-labels-not-utf8", lambda e: _synth(e, "bad.lab"),
+         "{d}/bad.lab: a label file must be UTF-8 text",
+         _salad_model(lambda m: (m.parent / "bad.lab").write_bytes(b"\xff\xfe0 1 x"))),
     # --- configs and Kaldi tables: a key or id given twice, bytes that are not text
     Case("config-duplicate-key", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
                                             "--config", str(e / "r.yaml"), "--out",

@@ -147,7 +147,8 @@ def _yaml_value(text: str, key: str) -> Any:
     try:
         return load_yaml(text)
     except yaml.YAMLError as e:
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        problem = getattr(e, "problem", None) or next(iter(str(e).splitlines()),
+                                                       type(e).__name__)
         raise ConfigError(f"config key {key!r}: {text!r} is not a YAML list or mapping "
                           f"({problem})") from None
 

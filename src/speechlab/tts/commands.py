@@ -47,7 +47,15 @@ def synthesize_labels(model_dir: Path, labels, window: int | None = None):
     with torch.no_grad():
         x = torch.from_numpy(utt.x())[None]
         y = model(x, torch.tensor([x.shape[1]]), window=window)[0].numpy()
-    return synthesize(outputs.inverse(np.asarray(y)))
+    # A NaN prediction would be written as a full-scale wav without a word.
+    if not np.isfinite(y).all():
+        raise DataError(f"{model_dir}: the model's predictions for {labels.source} are not "
+                        "finite (NaN or inf): the model is broken; retrain it or use another")
+    wav = synthesize(outputs.inverse(np.asarray(y)))
+    if not np.isfinite(wav).all():
+        raise DataError(f"{model_dir}: the vocoder gave non-finite samples for {labels.source} "
+                        f"(the normalizers in {sidecar} are broken?); retrain the model")
+    return wav
 
 
 def _run_synth(args: argparse.Namespace) -> int:

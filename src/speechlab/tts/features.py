@@ -15,7 +15,6 @@ Shapes: N phones, T frames, Q question dims, L = Q + 2 input dims, O = 43 output
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -184,6 +183,14 @@ def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file:
 
 
 def read_stats(path: Path) -> tuple[InputNormalizer, OutputNormalizer, int, str]:
-    d = json.loads(Path(path).read_text(encoding="utf-8"))
-    return (InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
-            int(d["max_duration"]), d["questions"])
+    """The normalizers of a model directory's sidecar; a DataError names the file if it is
+    missing, corrupt or incomplete."""
+    from speechlab.utils import read_json
+
+    d = read_json(path, "normalizer file")
+    try:
+        return (InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
+                int(d["max_duration"]), str(d["questions"]))
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise DataError(f"{path}: incomplete or corrupt normalizer file ({type(e).__name__}: "
+                        f"{e}); rerun the training that wrote it") from None

@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from speechlab.errors import DataError
+from speechlab.train.checkpoint import check_weight
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import CtcConfig, build_ctc, build_from_config
 
@@ -172,21 +173,27 @@ def _inert_load(f, **kwargs: Any) -> Any:
 _inert_pickle.load = _inert_load
 
 
+def _reason(e: BaseException) -> str:
+    """The exception's type and the first line of its message (which may be empty)."""
+    first = next(iter(str(e).splitlines()), "").strip()
+    return f"{type(e).__name__}: {first[:120]}" if first else type(e).__name__
+
+
 def read_pickled(path: Path) -> Any:
     """A ``torch.save`` file read without running pickled code (module doc)."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise _not_a_checkpoint(path, "the file is empty")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         pass  # a global outside torch's allow-list: read again, inertly
     except Exception as e:
-        raise _not_a_checkpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}") \
-            from None
+        raise _not_a_checkpoint(path, _reason(e)) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=False,
                           pickle_module=_inert_pickle)
     except Exception as e:
-        raise _not_a_checkpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}") \
-            from None
+        raise _not_a_checkpoint(path, _reason(e)) from None
 
 
 def _plain(obj: Any) -> Any:
@@ -291,6 +298,7 @@ def load_weights(model: nn.Module, weights: Mapping[str, Tensor], source: object
             raise DataError(f"{source}: tensor {key!r} has shape {tuple(value.shape)}, the model "
                             f"expects {tuple(own[key].shape)}: the checkpoint and its config "
                             "disagree")
+        check_weight(key, value, own[key], source)
     missing = [k for k in own if k not in weights and not k.startswith(optional)]
     if missing:
         raise DataError(f"{source}: {len(missing)} tensor(s) missing, e.g. {missing[:3]}")
@@ -325,9 +333,12 @@ def _model_for(config: Wav2Vec2Config, weights: Mapping[str, Tensor]
 def load_hf(directory: Path) -> nn.Module:
     cfg_path = directory / "config.json"
     try:
-        config = hf_config(json.loads(cfg_path.read_text()))
+        loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict):
+            raise TypeError(f"it holds a JSON {type(loaded).__name__}, not an object")
+        config = hf_config(loaded)
     except (json.JSONDecodeError, TypeError, ValueError) as e:
-        raise DataError(f"{cfg_path}: not a Wav2Vec2 config ({e})") from None
+        raise DataError(f"{cfg_path}: not a Wav2Vec2 config ({_reason(e)})") from None
     if (directory / "model.safetensors").is_file():
         from safetensors import SafetensorError
         from safetensors.torch import load_file

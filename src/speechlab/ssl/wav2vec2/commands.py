@@ -39,6 +39,8 @@ def _utterances(cuts_path: Path, n: int, receptive_field: int) -> tuple[list, li
     import torch
     from lhotse import CutSet
 
+    from speechlab.audio.io import validate_recording
+
     if not cuts_path.is_file():
         raise DataError(f"{cuts_path}: no such cuts manifest")
     try:
@@ -52,6 +54,13 @@ def _utterances(cuts_path: Path, n: int, receptive_field: int) -> tuple[list, li
         if cut.sampling_rate != 16000:
             raise DataError(f"{cuts_path}: cut {cut.id!r} is sampled at {cut.sampling_rate} Hz; "
                             "wav2vec 2.0 takes 16 kHz audio (resample it first)")
+        if not cut.has_recording:
+            raise DataError(f"{cuts_path}: cut {cut.id!r} has no recording")
+        try:
+            # Before loading: lhotse tries every audio backend on a bad file, and says so.
+            validate_recording(cut.recording, 16000, channels=None)
+        except DataError as e:
+            raise DataError(f"{cuts_path}: cut {cut.id!r}: {e}") from None
         audio = torch.from_numpy(cut.load_audio()[0].copy()).float()
         if len(audio) < receptive_field:
             raise DataError(f"{cuts_path}: cut {cut.id!r} has {len(audio)} samples, shorter than "
