@@ -574,6 +574,16 @@ def _synth(env: Env, lab: str = "lab/u1.lab", *extra: str) -> list[str]:
     return ["synth", str(env / "m"), str(env / lab), "--out", str(env / "x.wav"), *extra]
 
 
+def _en_corpus(*splits: str) -> Callable[[Env], None]:
+    """A corpus of one English utterance in each of ``splits``."""
+    def setup(env: Env) -> None:
+        src = env.kaldi("kaldi")
+        for split in splits:
+            assert main(["data", "import-kaldi", str(src), "--out", str(env / "c"), "--split",
+                         split]) == 0
+    return setup
+
+
 def _synthetic_splits(env: Env, name: str = "c") -> None:
     """A corpus.json listing train/dev/test of an earlier build (nothing else is needed to
     be refused)."""
@@ -653,6 +663,36 @@ CASES += [
     Case("synth-labels-not-utf8", lambda e: _synth(e, "bad.lab"),
          "{d}/bad.lab: a label file must be UTF-8 text",
          _salad_model(lambda m: (m.parent / "bad.lab").write_bytes(b"\xff\xfe0 1 x"))),
+    # --- recipes and corpora are checked whole before any work (no model trained, no
+    # feature computed for a run that must fail)
+    Case("topologies-no-acoustic-weights", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                      "--out", str(e / "run"), "--set",
+                                                      "acoustic_weights=[]"],
+         "acoustic_weights: give at least one weight"),
+    Case("topologies-unknown-language", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                   "--out", str(e / "run"), "--set",
+                                                   "languages=[xx]"],
+         "languages: unknown language(s) ['xx']"),
+    Case("multisoftmax-no-languages", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                 "--out", str(e / "run"), "--set", "languages=[]"],
+         "languages: give at least one language"),
+    Case("local-attention-mask-longer-than-crop",
+         lambda e: ["reproduce", "local-attention", "--scale", "ci", "--out", str(e / "run"),
+                    "--set", "pretrain_task.mask_length=100000"],
+         "pretrain_task.mask_length 100000 frames is not shorter than a crop"),
+    Case("local-attention-no-beams", lambda e: ["reproduce", "local-attention", "--scale", "ci",
+                                                "--out", str(e / "run"), "--set", "beams=[]"],
+         "beams: give at least one value"),
+    Case("reproduce-corpus-without-dev", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                    "--corpus", str(e / "c"), "--out",
+                                                    str(e / "run")],
+         "{d}/c/dev_cuts.jsonl.gz is missing: a corpus dir needs train/dev/test",
+         _en_corpus("train", "test")),
+    Case("reproduce-corpus-without-the-languages",
+         lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--corpus", str(e / "c"),
+                    "--out", str(e / "run")],
+         "the corpus holds no ['hi', 'ta', 'gu'] utterances (it holds ['en'])",
+         _en_corpus("train", "dev", "test")),
     # --- configs and Kaldi tables: a key or id given twice, bytes that are not text
     Case("config-duplicate-key", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
                                             "--config", str(e / "r.yaml"), "--out",

@@ -640,6 +640,34 @@ def _remove_stale_wavs(out_dir: Path, keep: set[str]) -> None:
                 p.unlink()
 
 
+def check_corpus_dir(corpus_dir: str | Path, languages: Iterable[str] | None = None) -> None:
+    """Before any work on a given ``--corpus``: the train, dev and test cut manifests must all
+    be there (a missing one used to be found after features were computed), its corpus.json,
+    if it has one, must read and list them, and it must hold ``languages``. ConfigError or
+    DataError naming the file otherwise."""
+    corpus_dir = Path(corpus_dir)
+    for split in SPLITS:
+        path = corpus_dir / f"{split}_cuts.jsonl.gz"
+        if not path.is_file():
+            found = sorted(p.name for p in corpus_dir.glob("*_cuts.jsonl.gz"))
+            raise ConfigError(f"{path} is missing: a corpus dir needs train/dev/test cut "
+                              f"manifests (found {found or 'none'}); import the split with "
+                              "'speechlab data import-kaldi ... --split NAME'")
+    info = read_corpus_json(corpus_dir)
+    if not info:
+        return  # manifests made elsewhere: nothing more to check here
+    unlisted = [s for s in SPLITS if s not in info["splits"]]
+    if unlisted:
+        raise DataError(f"{corpus_dir / 'corpus.json'}: split(s) {unlisted} are not listed (an "
+                        "interrupted build or import); rebuild or re-import them")
+    held = set(info.get("languages") or [lang for s in info["splits"].values()
+                                         for lang in (s.get("languages") or {})])
+    missing = [lang for lang in languages or () if held and lang not in held]
+    if missing:
+        raise ConfigError(f"{corpus_dir}: the corpus holds no {missing} utterances (it holds "
+                          f"{sorted(held)}); set the recipe's languages to those it holds")
+
+
 def load_cuts(corpus_dir: str | Path, split: str) -> Any:
     """The lhotse CutSet of ``split`` from a corpus directory (built or imported).
 

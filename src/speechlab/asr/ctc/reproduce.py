@@ -23,6 +23,7 @@ from speechlab.asr.ctc.task import CtcTaskConfig
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus
+from speechlab.data.text_harvest import check_languages
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError, DataError
 from speechlab.text.normalize import normalize_text
@@ -72,8 +73,15 @@ class TopologiesConfig:
         from speechlab.asr.ctc.topology import get
 
         check_fields(self)
+        check_languages(self.languages)
+        if not self.topologies:
+            raise ConfigError("topologies: give at least one, e.g. [S1-T1]")
         for name in self.topologies:
             get(name)
+        # Each is tried on dev after every topology's model is trained: an empty list would
+        # fail only then.
+        if not self.acoustic_weights:
+            raise ConfigError("acoustic_weights: give at least one weight, e.g. [1.0]")
         if self.model not in PRESETS:
             raise ConfigError(f"model {self.model!r} is not a CTC model preset; choose one of "
                               f"{sorted(PRESETS)}")

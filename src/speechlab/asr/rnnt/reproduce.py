@@ -42,6 +42,7 @@ from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus
+from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import DecodeJob, Job, TrainJob
 from speechlab.experiment.scoring import (Scored, curves_from_logs, error_rate_table, merge,
@@ -101,6 +102,7 @@ class ReproduceConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_languages(self.languages)
         if self.preset not in PRESETS:
             raise ConfigError(f"preset {self.preset!r} is not a model preset; choose one of "
                               f"{sorted(PRESETS)}")

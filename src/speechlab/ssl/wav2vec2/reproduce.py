@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from speechlab.config import check_fields, ranged
-from speechlab.data.corpus import CorpusConfig, make_asr_corpus
+from speechlab.data.corpus import SAMPLE_RATE, CorpusConfig, make_asr_corpus
 from speechlab.errors import ConfigError, DataError
 from speechlab.ssl.wav2vec2.config import format_blocks, parse_blocks, preset
 from speechlab.ssl.wav2vec2.finetune import FeatureUtterance, FinetuneTaskConfig
@@ -92,9 +92,22 @@ class LocalAttentionConfig:
             raise ConfigError("variants: give at least one model (e.g. Orig: '')")
         if self.front_end not in ("conv", "fbank"):
             raise ConfigError(f"front_end: {self.front_end!r} is not conv or fbank")
-        layers = preset(self.model).layers
+        model = model_config(self)
         for name, spec in self.variants.items():
-            variant_blocks(spec, layers, None, name=name)
+            variant_blocks(spec, model.layers, None, name=name)
+        for key in ("beams", "lm_weights"):
+            if not getattr(self, key):
+                raise ConfigError(f"{key}: give at least one value")
+        # A masked span must fit in a crop (masking.span_mask leaves shorter utterances
+        # unmasked), or pre-training finds nothing to predict once features are computed.
+        task = self.pretrain_task
+        crop_frames = int(task.crop_seconds * SAMPLE_RATE) // model.hop
+        if task.mask_length >= crop_frames:
+            raise ConfigError(
+                f"pretrain_task.mask_length {task.mask_length} frames is not shorter than a "
+                f"crop: pretrain_task.crop_seconds {task.crop_seconds:g} s is {crop_frames} "
+                f"frames of {1000 * model.hop / SAMPLE_RATE:g} ms, so no frame could be masked; "
+                "the paper's span is 10")
 
 
 def model_config(cfg: LocalAttentionConfig):
