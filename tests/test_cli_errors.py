@@ -584,6 +584,20 @@ def _en_corpus(*splits: str) -> Callable[[Env], None]:
     return setup
 
 
+def _unvoiced_tts_corpus(env: Env) -> None:
+    """A TTS corpus whose every wav is silence: WORLD finds no F0 in it."""
+    import soundfile as sf
+
+    for split in ("train", "dev", "test"):
+        (env / f"src-{split}" / "wav").mkdir(parents=True)
+        for k in range(2):
+            sf.write(env / f"src-{split}" / "wav" / f"{split}{k}.wav", np.zeros(16000), 16000)
+            env.text(f"src-{split}/lab/{split}{k}.lab", _LAB.format(s=0, e=10**7) + "\n")
+        assert main(["data", "import-tts", str(env / f"src-{split}" / "wav"),
+                     str(env / f"src-{split}" / "lab"), "--out", str(env / "c"), "--split",
+                     split]) == 0
+
+
 def _synthetic_splits(env: Env, name: str = "c") -> None:
     """A corpus.json listing train/dev/test of an earlier build (nothing else is needed to
     be refused)."""
@@ -693,6 +707,10 @@ CASES += [
                     "--out", str(e / "run")],
          "the corpus holds no ['hi', 'ta', 'gu'] utterances (it holds ['en'])",
          _en_corpus("train", "dev", "test")),
+    Case("salad-corpus-without-voiced-frames",
+         lambda e: ["reproduce", "salad", "--scale", "ci", "--corpus", str(e / "c"), "--out",
+                    str(e / "run")],
+         "no voiced frames in the training data (2 utterances", _unvoiced_tts_corpus),
     # --- configs and Kaldi tables: a key or id given twice, bytes that are not text
     Case("config-duplicate-key", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
                                             "--config", str(e / "r.yaml"), "--out",

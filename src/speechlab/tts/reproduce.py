@@ -116,9 +116,15 @@ def prepare_data(cfg: SaladConfig, out: Path, corpus_dir: Path | None, *, write:
         if write and not (corpus_dir / "corpus.json").exists():
             log.info("building the embedded TTS corpus in %s", corpus_dir)
             make_tts_corpus(cfg.corpus, corpus_dir)
+        corpus = "festival's SLT HTS voice (the embedded corpus), so the targets are themselves " \
+                 "synthetic speech"
+    else:
+        corpus = f"`{corpus_dir}`"
     splits = {s: load_tts_split(corpus_dir, s) for s in SPLITS}
-    return prepare(splits, out, cfg.questions, tolerance=cfg.corpus.tolerance,
+    data = prepare(splits, out, cfg.questions, tolerance=cfg.corpus.tolerance,
                    workers=cfg.feature_workers, write=write)
+    data.corpus = corpus
+    return data
 
 
 def model_config(cfg: SaladConfig, role: str, input_dim: int):
@@ -530,6 +536,6 @@ def salad_results(cfg: SaladConfig, data, decoded, out: Path, scale: str):
              f"{'stateful' if cfg.task.stateful else 'shuffled'} batches, patience "
              f"{cfg.patience}. Models: {cfg.models}. {len(learned)} of {len(model_rows)} model "
              f"rows beat the phone-mean baseline's MCD ({baseline.mcd:.2f} dB). The corpus is "
-             "festival's SLT HTS voice, so the targets are themselves synthetic speech.")
+             f"{data.corpus or 'not recorded'}.")
     return Results(title=f"SALAD vs. the LSTM baseline ({scale} scale)",
                    tables=[t2, t3, training], figures=figures, notes=notes)
