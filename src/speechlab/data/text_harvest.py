@@ -39,8 +39,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from speechlab.errors import ConfigError, DataError, MissingToolError
-from speechlab.utils import atomic_path, atomic_write_json
-from speechlab.utils import file_lock
+from speechlab.utils import atomic_path, atomic_write_json, file_lock
 
 log = logging.getLogger(__name__)
 

@@ -65,7 +65,7 @@ class SaladConfig:
     corpus: TtsCorpusConfig = field(default_factory=TtsCorpusConfig)
     questions: str | None = None  # a question file; None: the project's English set
     models: dict[str, str] = field(default_factory=_models_default)
-    epochs: int = ranged(300, ge=1)
+    epochs: int = ranged(300, ge=1, le=10_000, why="the paper trains 300 epochs")
     patience: int = ranged(20, ge=0)
     rnn_train: TrainConfig = field(default_factory=_rnn_train)
     salad_train: TrainConfig = field(default_factory=_salad_train)

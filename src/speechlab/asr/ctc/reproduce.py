@@ -22,10 +22,11 @@ from speechlab.asr.ctc.phones import PhoneTokenizer, lexicon_for
 from speechlab.asr.ctc.task import CtcTaskConfig
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
+from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus
 from speechlab.data.text_harvest import check_languages
-from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError, DataError
+from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 from speechlab.text.normalize import normalize_text
 from speechlab.train import TrainConfig
 
@@ -53,7 +54,7 @@ class TopologiesConfig:
     task: CtcTaskConfig = field(default_factory=CtcTaskConfig)
     # The grammar G: an n-gram LM of this order over the language's harvested text (dev and
     # test sentences excluded), restricted to its ``lm_vocab`` most frequent words.
-    lm_order: int = ranged(3, ge=1)
+    lm_order: int = ranged(3, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
     # Viterbi search (Section 3.2): beam, max active states, lattice beam (8, as the paper's
     # analysis script; Sec. 3.3 says 32, which makes lattices of one path per word sequence

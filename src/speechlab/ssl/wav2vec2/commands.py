@@ -31,8 +31,12 @@ def _radius(text: str) -> int:
 
 
 def _check_radius(radius: int) -> None:
+    from speechlab.ssl.wav2vec2.config import MAX_RADIUS, MAX_RADIUS_WHY
+
     if radius < 1:
         raise ConfigError(f"--radius must be >= 1 (frames each side of the query), got {radius}")
+    if radius > MAX_RADIUS:
+        raise ConfigError(f"--radius must be <= {MAX_RADIUS} ({MAX_RADIUS_WHY}), got {radius}")
 
 
 def _utterances(cuts_path: Path, n: int, receptive_field: int) -> tuple[list, list[str]]:

@@ -30,9 +30,16 @@ from torch import Tensor
 from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import SAMPLE_RATE, CorpusConfig, make_asr_corpus
 from speechlab.errors import ConfigError, DataError
-from speechlab.ssl.wav2vec2.config import format_blocks, parse_blocks, preset
+from speechlab.ssl.wav2vec2.config import (
+    MAX_RADIUS,
+    MAX_RADIUS_WHY,
+    format_blocks,
+    parse_blocks,
+    preset,
+)
 from speechlab.ssl.wav2vec2.finetune import FeatureUtterance, FinetuneTaskConfig
 from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig
+from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 from speechlab.train import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -63,7 +70,7 @@ class LocalAttentionConfig:
     # or fbank (parameter-free log-mel frames, the demo and small recipes; docs/local-attention.md).
     front_end: str = "conv"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
-    radius: int = ranged(30, ge=1)
+    radius: int = ranged(30, ge=1, le=MAX_RADIUS, why=MAX_RADIUS_WHY)
     variants: dict[str, str] = field(default_factory=_variants_default)
     pretrain: TrainConfig = field(default_factory=TrainConfig)
     pretrain_task: PretrainTaskConfig = field(default_factory=PretrainTaskConfig)
@@ -73,7 +80,7 @@ class LocalAttentionConfig:
     diagnosis_utterances: int = ranged(6, ge=1)
     # The LM: order and vocabulary over the harvested English text (dev and test excluded);
     # beams of the LM search, and LM weights tried at the first beam on dev_utterances.
-    lm_order: int = ranged(4, ge=1)
+    lm_order: int = ranged(4, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
     beams: tuple[int, ...] = ranged((50, 1500), ge=1)
     lm_weights: tuple[float, ...] = ranged((0.3, 0.6, 1.0), ge=0)
