@@ -941,3 +941,14 @@ def test_a_corpus_build_that_fills_the_disk_removes_what_it_wrote(command, modul
     assert "no space left on device" in line and "free space and rerun" in line, line
     assert len(calls) == 3
     assert snapshot(env.root) == before, "the failed build left files behind"
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """`speechlab ctc topology ... | head -1`: the closed pipe ends the command quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "speechlab.cli", "ctc", "topology", "S3-T2",
+                             "--phones", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.stdout.readline().startswith(b"S3-T2")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and not err, err

@@ -21,6 +21,7 @@ import errno
 import importlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -171,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         _remove_empty(new_dirs)
         print("speechlab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output stopped (`speechlab ctc topology ... | head`): not a fault.
+        # Point stdout at /dev/null so that flushing it at exit does not fail again.
+        _remove_empty(new_dirs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:
         _remove_empty(new_dirs)
         message = fault_message(e)
