@@ -952,3 +952,22 @@ def test_a_reader_that_stops_early_is_not_an_error():
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and not err, err
+
+
+def test_a_diagnosis_stopped_by_a_full_disk_leaves_no_half_written_directory(env, capsys,
+                                                                              monkeypatch):
+    import errno
+
+    from speechlab.ssl.wav2vec2 import diagnose
+
+    _w2v_checkpoint()(env)
+
+    def full(diagnosis, path, names):
+        path.write_bytes(b"half a png")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(diagnose, "grid_figure", full)
+    before = snapshot(env.root)
+    assert main(_diagnose(env)) == 2
+    assert "no space left on device" in _one_line(capsys.readouterr().err)
+    assert snapshot(env.root) == before

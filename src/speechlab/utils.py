@@ -52,7 +52,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     tmp_path = Path(tmp)
     # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus umask).
-    os.chmod(tmp_path, 0o666 & ~_umask())
+    os.chmod(tmp_path, 0o666 & ~current_umask())
     try:
         yield tmp_path
         with open(tmp_path, "rb") as f:
@@ -215,7 +215,8 @@ def refuse_existing(path: str | Path, kind: str, overwrite: bool, option: str = 
                     f"or give another {option}")
 
 
-def _umask() -> int:
+def current_umask() -> int:
+    """The process umask (read by setting it and setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

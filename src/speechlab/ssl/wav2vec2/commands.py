@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import shutil
 from pathlib import Path
 
 from speechlab.config import bounded
@@ -86,7 +87,7 @@ def _run_diagnose(args: argparse.Namespace) -> int:
         grid_figure,
         suggested_blocks,
     )
-    from speechlab.utils import atomic_write_text
+    from speechlab.utils import atomic_write_text, current_umask, make_temp_dir
 
     _check_radius(args.radius)
     model = load_pretrained(args.checkpoint)
@@ -95,21 +96,30 @@ def _run_diagnose(args: argparse.Namespace) -> int:
     diagnosis = block_maps(model, wavs)
     blocks = suggested_blocks(diagnosis)
     new_config = encoder.config.localized(blocks, args.radius) if args.apply else None
-    # everything is computed: now write
+    # Everything is computed: now write, into a directory renamed into place when complete,
+    # so a failure (a full disk) leaves no half-written diagnosis.
     out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    grid_figure(diagnosis, out / "attention_fig2.png", names)
-    listed = format_blocks(blocks)
-    atomic_write_text(out / "suggested_blocks.txt", listed + "\n")
-    notes = (f"Model: `{args.checkpoint}`; {len(names)} utterance(s) of `{args.cuts}`. "
-             f"Suggested LMSAB blocks (vertical and vertical+diagonal): {listed or 'none'}.")
-    if new_config is not None:
-        save_config(dataclasses.replace(new_config), out / "model.yaml")
-        notes += f" `model.yaml` localizes them with radius {args.radius}."
-    Results(title="wav2vec 2.0 attention diagnosis", tables=[diagnosis_table(diagnosis)],
-            figures=[Figure("attention_fig2.png", "Attention maps (mean over heads), utterances "
-                            "x blocks, each resized to 64 x 64 (Fig. 2 of the local-attention "
-                            "paper).")], notes=notes).save(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = make_temp_dir(out.parent, out.name)
+    stage.chmod(0o777 & ~current_umask())  # as a plain mkdir would make it, not mkdtemp's 0700
+    try:
+        grid_figure(diagnosis, stage / "attention_fig2.png", names)
+        listed = format_blocks(blocks)
+        atomic_write_text(stage / "suggested_blocks.txt", listed + "\n")
+        notes = (f"Model: `{args.checkpoint}`; {len(names)} utterance(s) of `{args.cuts}`. "
+                 f"Suggested LMSAB blocks (vertical and vertical+diagonal): {listed or 'none'}.")
+        if new_config is not None:
+            save_config(dataclasses.replace(new_config), stage / "model.yaml")
+            notes += f" `model.yaml` localizes them with radius {args.radius}."
+        Results(title="wav2vec 2.0 attention diagnosis", tables=[diagnosis_table(diagnosis)],
+                figures=[Figure("attention_fig2.png", "Attention maps (mean over heads), "
+                                "utterances x blocks, each resized to 64 x 64 (Fig. 2 of the "
+                                "local-attention paper).")], notes=notes).save(stage)
+        if out.exists():  # --overwrite (the CLI refuses a non-empty --out without it)
+            shutil.rmtree(out)
+        stage.rename(out)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     for d in diagnosis:
         print(f"block {d.block:2d}: {d.label:<18} band {d.mean('band'):.3f} vertical "
               f"{d.mean('vertical'):.3f} entropy {d.mean('entropy'):.3f} agreement "
