@@ -969,5 +969,6 @@ def test_a_diagnosis_stopped_by_a_full_disk_leaves_no_half_written_directory(env
     monkeypatch.setattr(diagnose, "grid_figure", full)
     before = snapshot(env.root)
     assert main(_diagnose(env)) == 2
-    assert "no space left on device" in _one_line(capsys.readouterr().err)
+    line = _one_line(capsys.readouterr().err)
+    assert f"no space left on device while writing {env / 'diag'};" in line, line
     assert snapshot(env.root) == before

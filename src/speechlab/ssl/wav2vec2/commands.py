@@ -87,7 +87,7 @@ def _run_diagnose(args: argparse.Namespace) -> int:
         grid_figure,
         suggested_blocks,
     )
-    from speechlab.utils import atomic_write_text, current_umask, make_temp_dir
+    from speechlab.utils import atomic_write_text, current_umask, make_temp_dir, naming
 
     _check_radius(args.radius)
     model = load_pretrained(args.checkpoint)
@@ -118,6 +118,8 @@ def _run_diagnose(args: argparse.Namespace) -> int:
         if out.exists():  # --overwrite (the CLI refuses a non-empty --out without it)
             shutil.rmtree(out)
         stage.rename(out)
+    except OSError as e:
+        raise naming(e, out) from None  # the user's --out, not the staging name
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     for d in diagnosis:
