@@ -205,7 +205,7 @@ def refuse_existing(path: str | Path, kind: str, overwrite: bool, option: str = 
     if overwrite or kind not in REPLACED_ONLY_WITH_OVERWRITE:
         return
     path = Path(path)
-    if kind == "file" and (path.is_file() or path.is_symlink()):
+    if kind == "file" and path.is_file():  # a device (/dev/stdout) is written to, not replaced
         what = "file"
     elif kind == "dir" and path.is_dir() and any(path.iterdir()):
         what = "directory, not empty"
