@@ -543,7 +543,7 @@ _SALAD_RUN: list[Path] = []
 
 
 def _salad_model(change: Callable[[Path], object] = lambda m: None) -> Callable[[Env], None]:
-    """A trained SALAD model directory ``m`` (the ci run's big_salad, trained once per session
+    """A trained SALAD model directory ``m`` (the ci run's big_salad, trained once per test run
     and copied) with ``change(m)`` applied, and a label file ``lab/u1.lab``."""
     def setup(env: Env) -> None:
         if shutil.which("festival") is None:
