@@ -313,7 +313,7 @@ CASES: list[Case] = [
                                                           str(e / "run")],
          "{d}/c/train_cuts.jsonl.gz is missing", lambda e: (e / "c").mkdir()),
     Case("reproduce-zero-jobs", lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--jobs",
-                                           "0", "--out", str(e / "run")], "jobs must be >= 1"),
+                                           "0", "--out", str(e / "run")], "--jobs: must be >= 1"),
     Case("reproduce-unknown-scale", lambda e: ["reproduce", "multisoftmax", "--scale", "huge",
                                                "--out", str(e / "run")], "no scale 'huge'"),
     Case("reproduce-bad-recipe-value", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
@@ -448,7 +448,7 @@ CASES += [
     Case("ctc-phone-missing-from-phone-list", lambda e: _ctc_graph(e, "--phones",
                                                                    str(e / "phones.txt")),
          "lexicon word 'dog' uses phone 'ao'", _ctc_files(phones="k\nae\nt\nd\ng\n")),
-    Case("ctc-graph-exists", lambda e: _ctc_graph(e), "already holds a decoding graph",
+    Case("ctc-graph-exists", lambda e: _ctc_graph(e), "--out {d}/graph already exists",
          lambda e: (_ctc_files()(e), e.text("graph/graph.json", "{}"))),
     Case("ctc-lm-text-not-utf8", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
                                             str(e / "lm2.arpa")],
@@ -456,7 +456,40 @@ CASES += [
          lambda e: (e / "t.txt").write_bytes(b"a cat\n\xff\xfe\n")),
     Case("ctc-lm-order-zero", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
                                          str(e / "lm2.arpa"), "--order", "0"],
-         "order must be >= 1", lambda e: e.text("t.txt", "a cat\n")),
+         "--order: must be >= 1", lambda e: e.text("t.txt", "a cat\n")),
+    Case("ctc-arpa-without-bos", lambda e: _ctc_graph(e), "{d}/lm.arpa: no <s> unigram",
+         _ctc_files(arpa=_ARPA.replace("ngram 1=4", "ngram 1=3").replace("-1.0\t<s>\t-0.3\n", "")
+                    .replace("ngram 2=2", "ngram 2=1").replace("-0.2\t<s> cat\n", "")),
+         subprocess=True),
+    Case("ctc-arpa-without-eos", lambda e: _ctc_graph(e), "{d}/lm.arpa: no </s> unigram",
+         _ctc_files(arpa=_ARPA.replace("ngram 1=4", "ngram 1=3").replace("-0.5\t</s>\n", "")
+                    .replace("ngram 2=2", "ngram 2=1").replace("-0.3\tcat </s>\n", ""))),
+    Case("ctc-arpa-bos-inside-ngram", lambda e: _ctc_graph(e),
+         "{d}/lm.arpa:13: <s> inside 2-gram 'cat <s>'",
+         _ctc_files(arpa=_ARPA.replace("cat </s>", "cat <s>"))),
+    Case("ctc-arpa-nul-byte", lambda e: _ctc_graph(e), "{d}/lm.arpa:8: line holds a NUL byte",
+         _ctc_files(arpa=_ARPA.replace("\tcat\t", "\tc\0at\t"))),
+    Case("ctc-lm-text-nul-byte", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                            str(e / "lm2.arpa")],
+         "{d}/t.txt:2: line holds a NUL byte",
+         lambda e: (e / "t.txt").write_bytes(b"a cat\nthe c\x00at\n")),
+    Case("ctc-lm-text-is-a-directory", lambda e: ["ctc", "lm", str(e / "d"), "--out",
+                                                  str(e / "lm2.arpa")],
+         "{d}/d is a directory", lambda e: (e / "d").mkdir()),
+    Case("ctc-lm-text-empty", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm2.arpa")],
+         "{d}/t.txt: no sentences", lambda e: e.text("t.txt", "")),
+    Case("ctc-lexiconp-bad-probability", lambda e: _ctc_graph(e, lexicon="lexiconp.txt"),
+         "{d}/lexiconp.txt:2: expected 'word probability phone1",
+         lambda e: (_ctc_files()(e), e.text("lexiconp.txt", "cat 1.0 k ae t\ndog d ao g\n"))),
+    Case("ctc-lexiconp-silprob", lambda e: _ctc_graph(e, lexicon="lexiconp.txt"),
+         "{d}/lexiconp.txt:1: more numbers after the probability",
+         lambda e: (_ctc_files()(e), e.text("lexiconp.txt", "cat 1.0 0.2 0.8 1.1 k ae t\n"))),
+    Case("ctc-lexicon-too-many-phones", lambda e: _ctc_graph(e),
+         "{d}/lex.txt: 1502 phones, at most 1000",
+         _ctc_files(lexicon="cat " + " ".join(f"p{i}" for i in range(1500)) + "\ndog d o\n")),
+    Case("ctc-lexicon-empty", lambda e: _ctc_graph(e), "lex.txt",
+         _ctc_files(lexicon="")),
     Case("tts-labels-longer-than-wav", _import_tts, "labels end at 3.000 s but",
          setup=_tts_pair(1.0, 3.0)),
     Case("tts-labels-wav-gap-said", _import_tts, "(2.000 s apart, at most 0.1 s allowed)",
@@ -471,8 +504,345 @@ CASES += [
          setup=lambda e: e.text("q.hed", 'QS "C-aa" {*-aa+*}\nQS "broken {*-b+*}\n')),
     Case("tts-synth-not-a-model-dir",
          lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"), "--out", str(e / "x.wav")],
-         "no tts.json", setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir())),
+         "m: not a model speechlab can load; looked for",
+         setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir())),
 ]
+
+
+def _w2v_weights(change: Callable, name: str = "w2v.pt") -> Callable[[Env], None]:
+    """A fairseq checkpoint whose every tensor is ``change(tensor)``, and a cuts manifest."""
+    def setup(env: Env) -> None:
+        import torch
+
+        from speechlab.ssl.wav2vec2 import build
+        from speechlab.testing.wav2vec2 import fairseq_state
+
+        torch.manual_seed(0)
+        state = fairseq_state(build("ci"))
+        torch.save({"model": {k: change(v) for k, v in state.items()}}, env / name)
+        CutSetFile(env)
+    return setup
+
+
+def _cuts_of(make: Callable[[Path], object]) -> Callable[[Env], None]:
+    """A checkpoint and a cuts manifest of the one cut ``make(dir)`` returns."""
+    def setup(env: Env) -> None:
+        from lhotse import CutSet
+
+        _w2v_checkpoint()(env)
+        CutSet.from_cuts([make(env.root)]).to_file(env / "cuts.jsonl.gz")
+    return setup
+
+
+def _unreadable_cut(root: Path):
+    cut = tone_cut(root / "bad.wav", duration=0.5, cut_id="bad")
+    (root / "bad.wav").write_bytes(b"RIFF garbage")
+    return cut
+
+
+_SALAD_RUN: list[Path] = []
+
+
+def _salad_model(change: Callable[[Path], object] = lambda m: None) -> Callable[[Env], None]:
+    """A trained SALAD model directory ``m`` (the ci run's big_salad, trained once per test run
+    and copied) with ``change(m)`` applied, and a label file ``lab/u1.lab``."""
+    def setup(env: Env) -> None:
+        if shutil.which("festival") is None:
+            pytest.skip("needs festival for the corpus a model is trained on")
+        if not _SALAD_RUN:
+            out = Path(tempfile.mkdtemp(prefix="speechlab-salad-")) / "run"
+            assert main(["reproduce", "salad", "--scale", "ci", "--out", str(out)]) == 0
+            _SALAD_RUN.append(out)
+        shutil.copytree(_SALAD_RUN[0] / "models" / "big_salad", env / "m")
+        _tts_pair(1.0, 1.0)(env)
+        change(env / "m")
+    return setup
+
+
+def _nan_weights(model_dir: Path) -> None:
+    from speechlab.train.card import best_or_latest
+    from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
+
+    path = best_or_latest(model_dir)
+    ckpt = load_checkpoint(path)
+    ckpt.pop("format_version")
+    ckpt["model"] = {k: v.fill_(float("nan")) if v.is_floating_point() else v
+                     for k, v in ckpt["model"].items()}
+    save_checkpoint(path, **ckpt)
+
+
+def _synth(env: Env, lab: str = "lab/u1.lab", *extra: str) -> list[str]:
+    return ["synth", str(env / "m"), str(env / lab), "--out", str(env / "x.wav"), *extra]
+
+
+def _en_corpus(*splits: str) -> Callable[[Env], None]:
+    """A corpus of one English utterance in each of ``splits``."""
+    def setup(env: Env) -> None:
+        src = env.kaldi("kaldi")
+        for split in splits:
+            assert main(["data", "import-kaldi", str(src), "--out", str(env / "c"), "--split",
+                         split]) == 0
+    return setup
+
+
+def _unvoiced_tts_corpus(env: Env) -> None:
+    """A TTS corpus whose every wav is silence: WORLD finds no F0 in it."""
+    import soundfile as sf
+
+    for split in ("train", "dev", "test"):
+        (env / f"src-{split}" / "wav").mkdir(parents=True)
+        for k in range(2):
+            sf.write(env / f"src-{split}" / "wav" / f"{split}{k}.wav", np.zeros(16000), 16000)
+            env.text(f"src-{split}/lab/{split}{k}.lab", _LAB.format(s=0, e=10**7) + "\n")
+        assert main(["data", "import-tts", str(env / f"src-{split}" / "wav"),
+                     str(env / f"src-{split}" / "lab"), "--out", str(env / "c"), "--split",
+                     split]) == 0
+
+
+def _synthetic_splits(env: Env, name: str = "c") -> None:
+    """A corpus.json listing train/dev/test of an earlier build (nothing else is needed to
+    be refused)."""
+    split = {"utterances": 1, "hours": 0.0, "origin": "synthetic", "languages": {}}
+    env.text(f"{name}/corpus.json", json.dumps({"sample_rate": 16000, "kind": "tts", "splits": {
+        s: split for s in ("train", "dev", "test")}}))
+
+
+def _tts_imported(env: Env) -> None:
+    _tts_pair(1.0, 1.0)(env)
+    assert main(_import_tts(env)) == 0
+
+
+CASES += [
+    # --- paths: a split name is a file name, never a path (import-tts as import-kaldi)
+    Case("tts-import-split-escapes", lambda e: [*_import_tts(e), "--split", "../escape"],
+         "split name '../escape' must be letters", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-split-absolute", lambda e: [*_import_tts(e), "--split", "/tmp/x"],
+         "split name '/tmp/x'", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-tolerance-nan", lambda e: [*_import_tts(e), "--tolerance", "nan"],
+         "--tolerance: must be a number, got nan", setup=_tts_pair(1.0, 1.0)),
+    Case("tts-import-tolerance-negative", lambda e: [*_import_tts(e), "--tolerance", "-1"],
+         "--tolerance: must be >= 0", setup=_tts_pair(1.0, 1.0)),
+    # --- nothing existing is replaced without --overwrite: corpora...
+    Case("tts-import-over-existing-split", _import_tts,
+         "already holds split 'train' (1 utterances", setup=_tts_imported),
+    Case("tts-corpus-over-tts-corpus", lambda e: ["data", "make-tts-corpus", "--out",
+                                                  str(e / "c"), "--minutes", "0.1"],
+         "holds split(s) ['dev', 'test', 'train'] of an earlier build", setup=_synthetic_splits),
+    Case("tts-corpus-over-imported-tts-split", lambda e: ["data", "make-tts-corpus", "--out",
+                                                          str(e / "c"), "--minutes", "0.1"],
+         "holds imported split(s) ['train']", setup=_tts_imported),
+    Case("tts-corpus-over-asr-corpus", lambda e: ["data", "make-tts-corpus", "--out",
+                                                  str(e / "corpus"), "--minutes", "0.1"],
+         "holds imported split(s) ['train']", setup=lambda e: e.corpus()),
+    Case("asr-corpus-over-earlier-build", lambda e: ["data", "make-asr-corpus", "--tiny",
+                                                     "--out", str(e / "c")],
+         "holds split(s) ['dev', 'test', 'train'] of an earlier build",
+         setup=_synthetic_splits),
+    # --- wav2vec 2.0 diagnosis: bad audio, weights and side files are named, not a traceback
+    Case("w2v-diagnose-unreadable-audio", lambda e: _diagnose(e),
+         "cuts.jsonl.gz: cut 'bad': {d}/bad.wav (utterance 'bad'): unreadable audio",
+         _cuts_of(_unreadable_cut)),
+    Case("w2v-diagnose-nan-audio", lambda e: _diagnose(e),
+         "cuts.jsonl.gz: cut 'nan': {d}/nan.wav (utterance 'nan'): 100 non-finite sample",
+         _cuts_of(lambda root: __import__("speechlab.testing.audio", fromlist=["x"])
+                  .nonfinite_cut(root / "nan.wav", cut_id="nan"))),
+    Case("w2v-nan-weights", lambda e: _diagnose(e),
+         "{d}/w2v.pt: weight 'feature_encoder.layers.0.norm.weight' holds 8 non-finite",
+         _w2v_weights(lambda t: t.fill_(float("nan")))),
+    Case("w2v-int64-weights", lambda e: _diagnose(e), "is of type torch.int64, not floating",
+         _w2v_weights(lambda t: t.long())),
+    Case("w2v-empty-checkpoint", lambda e: _diagnose(e, "empty.pt"),
+         "{d}/empty.pt is not a wav2vec 2.0 checkpoint (the file is empty)",
+         lambda e: ((e / "empty.pt").write_bytes(b""), CutSetFile(e))),
+    Case("w2v-hf-config-is-a-list", lambda e: _diagnose(e, "hf"),
+         "{d}/hf/config.json: not a Wav2Vec2 config (TypeError: it holds a JSON list",
+         lambda e: (e.text("hf/config.json", "[1, 2]"), CutSetFile(e))),
+    Case("w2v-hf-config-not-utf8", lambda e: _diagnose(e, "hf"),
+         "{d}/hf/config.json: not a Wav2Vec2 config",
+         lambda e: (e.text("hf/config.json", ""), (e / "hf" / "config.json").write_bytes(
+             b"\xff{}"), CutSetFile(e))),
+    # --- synthesis: labels without time, broken models and side files
+    Case("synth-labels-span-no-time", lambda e: _synth(e, "zero.lab"),
+         "{d}/zero.lab: the labels span no time",
+         _salad_model(lambda m: (m.parent / "zero.lab").write_text(
+             _LAB.format(s=0, e=0) + "\n" + _LAB.format(s=0, e=0) + "\n"))),
+    Case("synth-label-time-huge", lambda e: _synth(e, "long.lab"),
+         "{d}/long.lab:1: end time 1000000000000000 is 100000000 s",
+         _salad_model(lambda m: (m.parent / "long.lab").write_text(
+             _LAB.format(s=0, e=10**15) + "\n"))),
+    Case("synth-nan-weights", lambda e: _synth(e), "holds 16 non-finite value(s)",
+         _salad_model(_nan_weights)),
+    Case("synth-sidecar-incomplete", lambda e: _synth(e),
+         "{d}/m/tts.json: incomplete or corrupt normalizer file",
+         _salad_model(lambda m: (m / "tts.json").write_text('{"inputs": 1}'))),
+    Case("synth-labels-not-utf8", lambda e: _synth(e, "bad.lab"),
+         "{d}/bad.lab: a label file must be UTF-8 text",
+         _salad_model(lambda m: (m.parent / "bad.lab").write_bytes(b"\xff\xfe0 1 x"))),
+    # --- recipes and corpora are checked whole before any work (no model trained, no
+    # feature computed for a run that must fail)
+    Case("topologies-no-acoustic-weights", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                      "--out", str(e / "run"), "--set",
+                                                      "acoustic_weights=[]"],
+         "acoustic_weights: give at least one weight"),
+    Case("topologies-unknown-language", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                   "--out", str(e / "run"), "--set",
+                                                   "languages=[xx]"],
+         "languages: unknown language(s) ['xx']"),
+    Case("multisoftmax-no-languages", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                 "--out", str(e / "run"), "--set", "languages=[]"],
+         "languages: give at least one language"),
+    Case("local-attention-mask-longer-than-crop",
+         lambda e: ["reproduce", "local-attention", "--scale", "ci", "--out", str(e / "run"),
+                    "--set", "pretrain_task.mask_length=100000"],
+         "pretrain_task.mask_length 100000 frames is not shorter than a crop"),
+    Case("local-attention-no-beams", lambda e: ["reproduce", "local-attention", "--scale", "ci",
+                                                "--out", str(e / "run"), "--set", "beams=[]"],
+         "beams: give at least one value"),
+    Case("reproduce-corpus-without-dev", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                    "--corpus", str(e / "c"), "--out",
+                                                    str(e / "run")],
+         "{d}/c/dev_cuts.jsonl.gz is missing: a corpus dir needs train/dev/test",
+         _en_corpus("train", "test")),
+    Case("reproduce-corpus-without-the-languages",
+         lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--corpus", str(e / "c"),
+                    "--out", str(e / "run")],
+         "the corpus holds no ['hi', 'ta', 'gu'] utterances (it holds ['en'])",
+         _en_corpus("train", "dev", "test")),
+    Case("salad-corpus-without-voiced-frames",
+         lambda e: ["reproduce", "salad", "--scale", "ci", "--corpus", str(e / "c"), "--out",
+                    str(e / "run")],
+         "no voiced frames in the training data (2 utterances", _unvoiced_tts_corpus),
+    # --- configs and Kaldi tables: a key or id given twice, bytes that are not text
+    Case("config-duplicate-key", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                            "--config", str(e / "r.yaml"), "--out",
+                                            str(e / "run")],
+         "config file {d}/r.yaml:3: key 'max_steps' is given twice (also at line 2)",
+         lambda e: e.text("r.yaml", "train:\n  max_steps: 3\n  max_steps: 5\n")),
+    Case("config-duplicate-key-in-override", lambda e: ["reproduce", "local-attention", "--scale",
+                                                        "ci", "--out", str(e / "run"), "--set",
+                                                        "variants={Orig: '', Orig: '2-3'}"],
+         "'variants': \"{{Orig: '', Orig: '2-3'}}\" is not a YAML list or mapping (duplicate "
+         "key 'Orig'"),
+    Case("config-override-unclosed-list", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                                     "--out", str(e / "run"), "--set",
+                                                     "languages=[hi"],
+         "'languages': '[hi' is not a YAML list or mapping"),
+    Case("kaldi-text-nul-byte", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                           str(e / "c")], "kaldi/text:1: line holds a NUL byte",
+         lambda e: (e.kaldi(), (e / "kaldi" / "text").write_bytes(b"u1 hel\x00lo\n"))),
+    # --- sizes are bounded where they enter, saying why, before any work
+    Case("ctc-topology-phones-huge", lambda e: ["ctc", "topology", "S3-T2", "--phones",
+                                                "1000000000"],
+         "--phones: must be <= 1000 (phone sets hold tens to hundreds; the token FST has about "
+         "N^2 arcs), got 1000000000", subprocess=True),
+    Case("ctc-topology-phones-zero", lambda e: ["ctc", "topology", "S1-T1", "--phones", "0"],
+         "--phones: must be >= 1, got 0"),
+    Case("ctc-lm-order-huge", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm2.arpa"), "--order", "1000"],
+         "--order: must be <= 10", lambda e: e.text("t.txt", "a cat\n")),
+    Case("ctc-lm-vocab-zero", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm2.arpa"), "--vocab", "0"],
+         "--vocab: must be >= 1", lambda e: e.text("t.txt", "a cat\n")),
+    Case("tts-corpus-minutes-huge", lambda e: ["data", "make-tts-corpus", "--out", str(e / "c"),
+                                               "--minutes", "1e9"],
+         "'minutes' must be <= 1440 (a day of speech"),
+    Case("tts-corpus-workers-huge", lambda e: ["data", "make-tts-corpus", "--out", str(e / "c"),
+                                               "--workers", "100000"], "'workers' must be <= 64"),
+    Case("asr-corpus-minutes-huge", lambda e: ["data", "make-asr-corpus", "--out", str(e / "c"),
+                                               "--minutes", "en=1e9"],
+         "'minutes' must be <= 1440"),
+    Case("import-sample-rate-huge", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                               str(e / "c"), "--sample_rate", "1e12"],
+         "'sample_rate' must be <= 384000", lambda e: e.kaldi()),
+    Case("score-resamples-huge", lambda e: _score(e, "--num_resamples", "1000000000"),
+         "'num_resamples' must be <= 1e+06"),
+    Case("fbank-mel-bins-huge", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                           "--out", str(e / "f"), "--num_mel_bins", "100000"],
+         "'num_mel_bins' must be <= 1024", _nan_cuts),
+    Case("decode-beam-huge", lambda e: _decode(e, "--beam", "100000000"), "--beam must be <= 1000",
+         _decode_setup),
+    Case("reproduce-jobs-huge", lambda e: ["reproduce", "multisoftmax", "--scale", "ci",
+                                           "--jobs", "100000", "--out", str(e / "run")],
+         "--jobs: must be <= 256"),
+    Case("synth-window-negative", lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"),
+                                             "--out", str(e / "x.wav"), "--window", "-1"],
+         "--window: must be >= 0, got -1", setup=lambda e: (_tts_pair(1.0, 1.0)(e),
+                                                            (e / "m").mkdir())),
+    Case("diagnose-utterances-huge", lambda e: _diagnose(e, "w2v.pt", "--utterances", "10000"),
+         "--utterances: must be <= 100 (one row of the figure each)", _w2v_checkpoint()),
+    Case("diagnose-utterances-zero", lambda e: _diagnose(e, "w2v.pt", "--utterances", "0"),
+         "--utterances: must be >= 1", _w2v_checkpoint()),
+    Case("w2v-config-radius-huge", lambda e: ["wav2vec2", "config", "--radius", "99999999999",
+                                              "--out", str(e / "m.yaml")],
+         "--radius must be <= 10000"),
+    Case("salad-epochs-huge", lambda e: ["reproduce", "salad", "--scale", "ci", "--out",
+                                         str(e / "run"), "--set", "epochs=1e12"],
+         "'epochs' must be <= 10000 (the paper trains 300 epochs)"),
+    Case("train-max-steps-huge", lambda e: ["reproduce", "multisoftmax", "--scale", "ci", "--out",
+                                            str(e / "run"), "--set", "train.max_steps=1e12"],
+         "'train.max_steps' must be <= 1e+07"),
+    Case("topologies-lm-order-huge", lambda e: ["reproduce", "topologies", "--scale", "ci",
+                                                "--out", str(e / "run"), "--set", "lm_order=100"],
+         "'lm_order' must be <= 10"),
+    # ...and files or directories every writing command makes
+    Case("ctc-lm-out-exists", lambda e: ["ctc", "lm", str(e / "t.txt"), "--out",
+                                         str(e / "lm.arpa")],
+         "--out {d}/lm.arpa already exists (file); pass --overwrite",
+         setup=lambda e: (e.text("t.txt", "a cat\n"), e.text("lm.arpa", "old\n"))),
+    Case("w2v-config-out-exists", lambda e: ["wav2vec2", "config", "--out", str(e / "m.yaml")],
+         "--out {d}/m.yaml already exists", setup=lambda e: e.text("m.yaml", "old: 1\n")),
+    Case("synth-out-exists", lambda e: ["synth", str(e / "m"), str(e / "lab" / "u1.lab"),
+                                        "--out", str(e / "x.wav")],
+         "--out {d}/x.wav already exists",
+         setup=lambda e: (_tts_pair(1.0, 1.0)(e), (e / "m").mkdir(), e.tone("x.wav"))),
+    Case("diagnose-out-exists", lambda e: _diagnose(e),
+         "--out {d}/diag already exists (directory, not empty)",
+         setup=lambda e: (_w2v_checkpoint()(e), e.text("diag/results.json", "{}"))),
+    Case("score-json-exists", lambda e: _score(e, "--json", str(e / "s.json")),
+         "--json {d}/s.json already exists", setup=lambda e: e.text("s.json", "{}")),
+    Case("cmvn-out-exists", lambda e: ["features", "cmvn", "--cuts", str(e / "c.jsonl.gz"),
+                                       "--out", str(e / "cmvn.safetensors")],
+         "--out {d}/cmvn.safetensors already exists",
+         setup=lambda e: (_nan_cuts(e), e.text("cmvn.safetensors", "old"))),
+    Case("cuts-out-exists", lambda e: ["features", "compute", "--cuts", str(e / "c.jsonl.gz"),
+                                       "--out", str(e / "f"), "--cuts-out",
+                                       str(e / "c.jsonl.gz")],
+         "--cuts-out {d}/c.jsonl.gz already exists", _nan_cuts),
+    Case("tokenizers-out-exists", lambda e: ["text", "build-tokenizers", "--cuts",
+                                             str(e / "c.jsonl.gz"), "--out", str(e / "tok")],
+         "--out {d}/tok already exists",
+         setup=lambda e: (_nan_cuts(e), e.text("tok/en.json", "{}"))),
+    Case("report-out-exists", lambda e: ["report", str(e / "runA"), "--out", str(e / "rep")],
+         "--out {d}/rep already exists",
+         setup=lambda e: (_results(e), e.text("rep/report.html", "old"))),
+]
+
+
+def test_every_command_that_replaces_an_output_has_overwrite():
+    """The one rule: each declared "file"/"dir" output is guarded by the CLI and may be
+    replaced with --overwrite; other kinds are corpora, runs or caches (utils.OUTPUT_KINDS)."""
+    import argparse
+
+    from speechlab.cli import build_parser
+    from speechlab.utils import OUTPUT_KINDS, REPLACED_ONLY_WITH_OVERWRITE
+
+    def commands(parser):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    yield sub
+                    yield from commands(sub)
+
+    writers = 0
+    for cmd in commands(build_parser()):
+        outputs = cmd._defaults.get("outputs") or {}
+        assert set(outputs.values()) <= set(OUTPUT_KINDS), (cmd.prog, outputs)
+        dests = {a.dest for a in cmd._actions}
+        assert set(outputs) <= dests, (cmd.prog, outputs)
+        if set(outputs.values()) & set(REPLACED_ONLY_WITH_OVERWRITE):
+            writers += 1
+            assert "overwrite" in dests, f"{cmd.prog} replaces an output but has no --overwrite"
+    assert writers >= 9
 
 
 def _one_line(err: str) -> str:
@@ -545,3 +915,61 @@ def test_fault_messages_cover_the_errnos_users_meet():
     assert "free space and rerun" in fault_message(OSError(errno.ENOSPC, "x", "/d/ckpt.pt"))
     assert "resumes" in fault_message(RuntimeError("[enforce fail at inline_container.cc:672] ."))
     assert fault_message(ValueError("a bug")) is None  # bugs keep their traceback
+
+
+@pytest.mark.parametrize("command, module", [
+    (["data", "make-asr-corpus", "--tiny", "--no-progress"], "speechlab.data.corpus"),
+    (["data", "make-tts-corpus", "--minutes", "0.1"], "speechlab.tts.corpus"),
+])
+def test_a_corpus_build_that_fills_the_disk_removes_what_it_wrote(command, module, env, capsys,
+                                                                   monkeypatch):
+    import errno
+    import importlib
+
+    mod = importlib.import_module(module)
+    real, calls = mod._write_wav, []
+
+    def full_after_two(path, audio):
+        calls.append(path)
+        if len(calls) > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, audio)
+
+    monkeypatch.setattr(mod, "_write_wav", full_after_two)
+    before = snapshot(env.root)
+    assert main([*command, "--out", str(env / "c")]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "no space left on device" in line and "free space and rerun" in line, line
+    assert len(calls) == 3
+    assert snapshot(env.root) == before, "the failed build left files behind"
+
+
+def test_a_reader_that_stops_early_is_not_an_error():
+    """`speechlab ctc topology ... | head -1`: the closed pipe ends the command quietly."""
+    proc = subprocess.Popen([sys.executable, "-m", "speechlab.cli", "ctc", "topology", "S3-T2",
+                             "--phones", "300"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.stdout.readline().startswith(b"S3-T2")
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and not err, err
+
+
+def test_a_diagnosis_stopped_by_a_full_disk_leaves_no_half_written_directory(env, capsys,
+                                                                              monkeypatch):
+    import errno
+
+    from speechlab.ssl.wav2vec2 import diagnose
+
+    _w2v_checkpoint()(env)
+
+    def full(diagnosis, path, names):
+        path.write_bytes(b"half a png")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(diagnose, "grid_figure", full)
+    before = snapshot(env.root)
+    assert main(_diagnose(env)) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"no space left on device while writing {env / 'diag'};" in line, line
+    assert snapshot(env.root) == before

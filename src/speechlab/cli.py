@@ -2,9 +2,11 @@
 
 Each area contributes its subcommands through an ``add_commands(subparsers)`` function in its
 own ``commands.py``; they are imported here by name (no registry), so go-to-definition reaches
-every command. A command is a function ``run(args) -> int`` stored as ``args.func``; it may
-declare the paths it writes as ``args.outputs`` (``{"out": "dir", "json": "file"}``, names of
-``args`` attributes), which are checked before it runs.
+every command. A command is a function ``run(args) -> int`` stored as ``args.func``; it
+declares the paths it writes as ``args.outputs`` (``{"out": "dir", "json": "file"}``, names of
+``args`` attributes to a kind of :data:`speechlab.utils.OUTPUT_KINDS`), which are checked
+before it runs: each can be written, and an existing "file" or "dir" output is replaced only
+with ``--overwrite``, an option every such command has (tests/test_cli_errors.py checks it).
 
 Exit codes: 0 success; 2 a bad input, config or an operating-system fault (one line on stderr,
 ``speechlab: error: ...``, naming the file, line or utterance and what to do); 130 interrupted.
@@ -19,11 +21,16 @@ import errno
 import importlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
 from speechlab.errors import SpeechlabError
-from speechlab.utils import check_output, is_torch_write_failure
+from speechlab.utils import (
+    check_output,
+    is_torch_write_failure,
+    refuse_existing,
+)
 
 # Modules that contribute subcommands, in the order they appear in --help. Listed by name so a
 # broken optional area cannot take the whole CLI down; a missing module is a bug, and its
@@ -110,7 +117,7 @@ def _new_dirs(args: argparse.Namespace) -> list[Path]:
         path = getattr(args, name, None)
         if path is None:
             continue
-        d = Path(path) if kind == "dir" else Path(path).parent
+        d = Path(path).parent if kind == "file" else Path(path)
         while not d.exists() and d != d.parent:
             new.append(d)
             d = d.parent
@@ -164,12 +171,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name, kind in (getattr(args, "outputs", None) or {}).items():
             if getattr(args, name, None) is not None:
-                check_output(getattr(args, name), kind)
+                check_output(getattr(args, name), "file" if kind == "file" else "dir")
+                refuse_existing(getattr(args, name), kind, getattr(args, "overwrite", False),
+                                "--" + name.replace("_", "-"))
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         _remove_empty(new_dirs)
         print("speechlab: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of our output stopped (`speechlab ctc topology ... | head`): not a fault.
+        # Point stdout at /dev/null so that flushing it at exit does not fail again.
+        _remove_empty(new_dirs)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:
         _remove_empty(new_dirs)
         message = fault_message(e)

@@ -80,7 +80,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return from_dict(tp, value, prefix=key + ".")
     if origin in (list, tuple):
         if isinstance(value, str):
-            value = yaml.safe_load(value)
+            value = _yaml_value(value, key)
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key {key!r}: expected a list, got {value!r}")
         if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
@@ -94,7 +94,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return tuple(seq) if origin is tuple else seq
     if origin is dict:
         if isinstance(value, str):
-            value = yaml.safe_load(value)
+            value = _yaml_value(value, key)
         if not isinstance(value, dict):
             raise ConfigError(f"config key {key!r}: expected a mapping, got {value!r}")
         kt, vt = args if args else (Any, Any)
@@ -117,6 +117,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return int(value)
             except ValueError:
                 pass
+            try:  # "1e6" (YAML reads it as a string): a whole number written as a float
+                number = float(value)
+            except ValueError:
+                number = math.nan
+            if math.isfinite(number) and number.is_integer():
+                return int(number)
         raise ConfigError(f"config key {key!r}: expected an integer, got {value!r}")
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -136,6 +142,17 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
+def _yaml_value(text: str, key: str) -> Any:
+    """An override's text parsed as YAML for a list or mapping field."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as e:
+        problem = getattr(e, "problem", None) or next(iter(str(e).splitlines()),
+                                                       type(e).__name__)
+        raise ConfigError(f"config key {key!r}: {text!r} is not a YAML list or mapping "
+                          f"({problem})") from None
+
+
 # ---------------------------------------------------------------------------------------------
 # Numeric ranges
 
@@ -147,7 +164,9 @@ RANGE = "speechlab.range"  # key of a field's metadata holding its Range
 class Range:
     """The values a numeric field may take; for a tuple, list or dict field, each number in it.
 
-    ``ge``/``gt`` and ``le``/``lt`` are inclusive/exclusive bounds (None: unbounded).
+    ``ge``/``gt`` and ``le``/``lt`` are inclusive/exclusive bounds (None: unbounded); ``why``
+    says what a bound protects (an upper bound on a size, e.g. "the token FST has about N^2
+    arcs") and is said with a value out of range.
     """
 
     ge: float | None = None
@@ -155,6 +174,7 @@ class Range:
     le: float | None = None
     lt: float | None = None
     allow_inf: bool = False
+    why: str = ""
 
     def problem(self, value: float) -> str | None:
         """Why ``value`` is out of range (``"must be > 0"``), or None if it is fine."""
@@ -167,7 +187,9 @@ class Range:
                                 (self.le, lambda b: value <= b, "<="),
                                 (self.lt, lambda b: value < b, "<")):
             if bound is not None and not ok(bound):
-                return f"must be {word} {bound:g}"
+                # ``why`` explains a maximum (what a larger value would cost)
+                why = f" ({self.why})" if self.why and word in ("<=", "<") else ""
+                return f"must be {word} {bound:g}{why}"
         return None
 
 
@@ -177,10 +199,34 @@ _ANY_NUMBER = Range(allow_inf=True)
 
 def ranged(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING,
            ge: float | None = None, gt: float | None = None, le: float | None = None,
-           lt: float | None = None, allow_inf: bool = False) -> Any:
+           lt: float | None = None, allow_inf: bool = False, why: str = "") -> Any:
     """A dataclass field whose number(s) must lie in a range (see :class:`Range`)."""
     return dataclasses.field(default=default, default_factory=default_factory,
-                             metadata={RANGE: Range(ge, gt, le, lt, allow_inf)})
+                             metadata={RANGE: Range(ge, gt, le, lt, allow_inf, why)})
+
+
+def bounded(kind: type, *, ge: float | None = None, gt: float | None = None,
+            le: float | None = None, lt: float | None = None, allow_inf: bool = False,
+            why: str = "") -> Any:
+    """An argparse ``type=`` for a numeric option that is not a config field: the option's
+    number, or a usage error (exit 2, one line, before any work) saying the range and ``why``.
+    Sizes get an upper bound here, where they enter, so a typo such as ``--phones 1000000000``
+    is refused instead of growing until the kernel kills the process."""
+    rng = Range(ge, gt, le, lt, allow_inf, why)
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        problem = rng.problem(float(value))
+        if problem is not None:
+            raise argparse.ArgumentTypeError(f"{problem}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 class FieldError(ConfigError):
@@ -269,10 +315,40 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r} is not of the form key=value")
     key, raw = text.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
     except yaml.YAMLError:
-        value = raw
+        value = raw  # a plain string; a list or mapping field says what it expected
     return key.strip(), value
+
+
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping in a YAML file names one key twice (line numbers are 1-based)."""
+
+    def __init__(self, key: Any, line: int, first_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} (first at line {first_line})")
+        self.key, self.line, self.first_line = key, line, first_line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: plain
+    YAML keeps the last value without a word, so a config edited in two places would silently
+    use one of them."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise DuplicateKeyError(key, line, seen[key])
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed as YAML with the safe loader, refusing duplicate keys
+    (:class:`DuplicateKeyError`)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
 
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None,
@@ -282,11 +358,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     if path is not None:
         path = Path(path)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            loaded = load_yaml(path.read_text(encoding="utf-8")) or {}
         except FileNotFoundError:
             raise ConfigError(f"config file {path} does not exist") from None
         except UnicodeDecodeError:
             raise ConfigError(f"config file {path} is not UTF-8 text; give a YAML file") from None
+        except DuplicateKeyError as e:
+            raise ConfigError(f"config file {path}:{e.line}: key {e.key!r} is given twice (also "
+                              f"at line {e.first_line}); keep one") from None
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
         if not isinstance(loaded, dict):

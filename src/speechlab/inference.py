@@ -284,6 +284,35 @@ def _stream_file(model: Any, wav: Path, args: Any, opts: dict[str, Any]) -> Any:
     return stream.finish()
 
 
+def _run_synth(args: Any) -> int:
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    from speechlab.utils import atomic_path
+
+    if (args.labels is None) == (args.text is None):
+        raise ConfigError("synth: give either a LABELS file or --text, not both")
+    if args.text is not None and not args.text.strip():
+        raise DataError("synth: --text is empty")
+    model = load(args.model)
+    if getattr(model, "kind", None) != "tts":
+        raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
+                        "synthesizer")
+    speech = model.synthesize(text=args.text, labels=args.labels,
+                              window=args.window or None)
+    if not np.isfinite(speech.waveform).all():
+        raise DataError(f"{args.model}: the vocoder gave non-finite samples (the model's "
+                        "normalizers are broken?); retrain the model")
+    buf = io.BytesIO()
+    sf.write(buf, speech.waveform, speech.sample_rate, subtype="PCM_16", format="WAV")
+    with atomic_path(args.out) as tmp:
+        tmp.write_bytes(buf.getvalue())
+    print(f"{args.out}: {len(speech.waveform) / speech.sample_rate:.2f} s")
+    return 0
+
+
 def _run_export(args: Any) -> int:
     out = export(args.model, args.out, overwrite=args.overwrite)
     card = read_card(out)
@@ -318,6 +347,20 @@ def add_commands(sub: Any) -> None:
                    help="early stopping margin below the best LID score")
     t.set_defaults(func=_run_transcribe)
 
+    from speechlab.config import bounded
+
+    s = sub.add_parser("synth", help="speech from text or HTS labels with any TTS model "
+                       "speechlab loads (a package, or OUT/models/NAME of 'reproduce salad')")
+    s.add_argument("model", type=Path, metavar="PATH")
+    s.add_argument("labels", type=Path, nargs="?", default=None,
+                   help="phone-aligned HTS full-context labels (start end context)")
+    s.add_argument("--text", default=None, help="text to speak through festival's front end")
+    s.add_argument("--out", type=Path, required=True, help="output wav (16 kHz)")
+    s.add_argument("--window", type=bounded(int, ge=0), default=120,
+                   help="SALAD: attend within windows of this many frames (0: whole utterance)")
+    s.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    s.set_defaults(func=_run_synth, outputs={"out": "file"})
+
     e = sub.add_parser("export", help="write a trained model as a self-contained package",
                        description="Write a trained model (anything speechlab transcribe or "
                        "synth takes) as a package directory: speechlab.json (its card), "
@@ -327,4 +370,4 @@ def add_commands(sub: Any) -> None:
     e.add_argument("model", type=Path, metavar="MODEL")
     e.add_argument("--out", type=Path, required=True, help="the package directory to write")
     e.add_argument("--overwrite", action="store_true", help="replace an existing package")
-    e.set_defaults(func=_run_export)
+    e.set_defaults(func=_run_export, outputs={"out": "dir"})

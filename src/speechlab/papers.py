@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from speechlab.config import bounded
 from speechlab.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.set_defaults(accepts_switches=True)
 
 
+JOBS = bounded(int, ge=1, le=256, why="each job is a process running at once")
+
 SWITCHES_EPILOG = ("A paper may declare switches of its own, given like any option (e.g. "
                    "`speechlab reproduce salad --no-stateful ...`); `speechlab papers` lists "
                    "them.")
@@ -170,9 +173,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        epilog=SWITCHES_EPILOG)
     p.add_argument("paper", choices=sorted(PAPERS))
     _common(p)
-    p.add_argument("--jobs", type=int, default=1,
+    p.add_argument("--jobs", default=1, type=JOBS,
                    help="jobs run at a time, one process and one thread each")
-    p.set_defaults(func=_run_reproduce, outputs={"out": "dir"})
+    p.set_defaults(func=_run_reproduce, outputs={"out": "run"})
 
     t = sub.add_parser(
         "train", help="train one model of a paper's plan (also under torchrun)",
@@ -185,15 +188,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("paper", choices=sorted(PAPERS))
     t.add_argument("model", help="a model of the paper's plan, e.g. multisoftmax, mono_hi, ft_ms_hi")
     _common(t)
-    t.set_defaults(func=_run_train, outputs={"out": "dir"})
+    t.set_defaults(func=_run_train, outputs={"out": "run"})
 
     d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))
-    d.add_argument("--jobs", type=int, default=2,
+    d.add_argument("--jobs", default=2, type=JOBS,
                    help="jobs run at a time, one process and one thread each (default: 2)")
     d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
                    help="only these papers (default: all)")
-    d.set_defaults(func=_run_demo, outputs={"out": "dir"})
+    d.set_defaults(func=_run_demo, outputs={"out": "run"})
 
     q = sub.add_parser("papers", help="the papers: scales, models of the demo plan, switches")
     q.set_defaults(func=_run_papers)

@@ -57,7 +57,7 @@ def atomic_path(path: str | Path, *, suffix: str = "", durable: bool = True) -> 
     os.close(fd)
     tmp_path = Path(tmp)
     # mkstemp creates 0600; give the file the mode a plain open() would (0666 minus umask).
-    os.chmod(tmp_path, 0o666 & ~_umask())
+    os.chmod(tmp_path, 0o666 & ~current_umask())
     try:
         yield tmp_path
         if durable:
@@ -110,6 +110,33 @@ def naming(e: OSError, path: str | Path) -> OSError:
 
 def _is_temporary(name: str) -> bool:
     return name.startswith(".") and (".tmp" in name)
+
+
+@contextlib.contextmanager
+def removed_on_failure(root: str | Path) -> Iterator[list[Path]]:
+    """Yield a list for the body to record each file it writes under ``root`` (before writing
+    it). If the body raises (a full disk, a bad input found late, Ctrl-C) those files are
+    deleted, then the directories under ``root`` that this leaves empty, and ``root`` itself
+    if it did not exist before and is empty: a failed command removes what it created. (A
+    killed one cannot; its rerun cleans up.)"""
+    root = Path(root)
+    root_was_there = root.exists()
+    made: list[Path] = []
+    try:
+        yield made
+    except BaseException:
+        dirs: set[Path] = set()
+        for p in made:
+            with contextlib.suppress(OSError):
+                p.unlink(missing_ok=True)
+            dirs.update(d for d in p.parents if d.is_relative_to(root) and d != root)
+        for d in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()  # only when empty: files that were there before stay
+        if not root_was_there:
+            with contextlib.suppress(OSError):
+                root.rmdir()
+        raise
 
 
 def make_temp_dir(parent: str | Path, prefix: str) -> Path:
@@ -167,7 +194,35 @@ def check_output(path: str | Path, kind: str = "file") -> None:
         raise OSError(e.errno, e.strerror, str(path)) from None
 
 
-def _umask() -> int:
+# What a command's declared output (``args.outputs``) is, and so how the CLI guards it:
+# "file" and "dir" are made whole by the command and replaced only with --overwrite (a directory
+# counts as existing when it holds anything); "corpus" is a directory a command adds splits to
+# (the command refuses to replace a split itself); "run" is a run directory that a rerun
+# resumes; "cache" is a cache that is reused. The last three are only checked for writability.
+OUTPUT_KINDS = ("file", "dir", "corpus", "run", "cache")
+REPLACED_ONLY_WITH_OVERWRITE = ("file", "dir")
+
+
+def refuse_existing(path: str | Path, kind: str, overwrite: bool, option: str = "--out") -> None:
+    """The one rule for every command that writes: an existing output of ``kind`` "file" or
+    "dir" (a directory holding anything) is replaced only with ``overwrite`` (``--overwrite``).
+    Raises a DataError naming ``path`` and ``option`` otherwise; other kinds are left to the
+    command (see :data:`OUTPUT_KINDS`)."""
+    if overwrite or kind not in REPLACED_ONLY_WITH_OVERWRITE:
+        return
+    path = Path(path)
+    if kind == "file" and path.is_file():  # a device (/dev/stdout) is written to, not replaced
+        what = "file"
+    elif kind == "dir" and path.is_dir() and any(path.iterdir()):
+        what = "directory, not empty"
+    else:
+        return
+    raise DataError(f"{option} {path} already exists ({what}); pass --overwrite to replace it, "
+                    f"or give another {option}")
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it and setting it back)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask

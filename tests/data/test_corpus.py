@@ -147,7 +147,7 @@ def test_interrupted_build_leaves_no_complete_corpus(tiny, tmp_path, monkeypatch
 
     monkeypatch.setattr(corpus_mod, "write_split", crash_on_second)
     with pytest.raises(KeyboardInterrupt):
-        make_asr_corpus(CorpusConfig.tiny(), out, progress=False)
+        make_asr_corpus(CorpusConfig.tiny(), out, progress=False, overwrite=True)
     assert not (out / "corpus.json").exists()
     assert not list(out.rglob("*.tmp"))
     with pytest.raises(DataError, match="not a complete speechlab corpus"):

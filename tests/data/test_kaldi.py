@@ -282,3 +282,21 @@ def test_split_names_that_are_not_file_names_are_refused(split):
 
     with pytest.raises(ConfigError, match="split name"):
         ImportConfig(split=split)
+
+
+@needs_sox
+def test_a_byte_order_mark_is_not_part_of_the_first_utterance_id(kaldi_dir, tmp_path):
+    """Editors on Windows start UTF-8 files with a BOM (and end lines with CRLF); Kaldi's files
+    never hold one, so it is stripped rather than read into the first id, which then matched
+    no other file's."""
+    for name in ("wav.scp", "text", "utt2spk", "utt2lang"):
+        path = kaldi_dir / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    out = tmp_path / "corpus"
+    report = import_kaldi(kaldi_dir, out)
+    assert report.kept == 3 and not report.skipped
+    cuts = {c.id: c for c in load_cuts(out, "train")}
+    assert sorted(cuts) == ["rec_a", "rec_b", "rec_c"]
+    assert cuts["rec_a"].supervisions[0].text == "hello there my friend"
+    assert cuts["rec_a"].supervisions[0].speaker == "spk1"
+    assert cuts["rec_a"].supervisions[0].language == "en"

@@ -110,6 +110,12 @@ def test_reproduce_local_attention_ci_writes_table1_and_the_diagnosis(tmp_path):
             low, high = (float(v) for v in row[8].strip("[]").split(","))
             assert low - 0.05 <= row[7] <= high + 0.05  # the interval is printed to 0.1
     assert (out / "diagnosis_fig2.png").is_file()
+    # Exported, loaded from the package alone, Orig gives the run's Viterbi (greedy) hypotheses.
+    from speechlab.testing.packages import package_decodes_as_run
+
+    assert package_decodes_as_run(out / "models" / "Orig", tmp_path / "pkg",
+                                  corpus / "test_cuts.jsonl.gz",
+                                  out / "hyps" / "Orig_viterbi.txt") >= 1
     # a rerun trains nothing again
     ckpt = out / "models" / "Orig" / "best.pt"
     before = ckpt.stat().st_mtime_ns

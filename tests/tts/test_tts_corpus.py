@@ -52,7 +52,7 @@ def test_an_interrupted_build_is_recognisable(fake, monkeypatch, tmp_path):
 
     monkeypatch.setattr(tc, "festival_synthesize", broken)
     with pytest.raises(DataError, match="festival died"):
-        make_tts_corpus(cfg, tmp_path / "c")  # a rebuild that stops half-way
+        make_tts_corpus(cfg, tmp_path / "c", overwrite=True)  # a rebuild that stops half-way
     with pytest.raises(DataError, match="not a complete speechlab corpus"):
         load_tts_split(tmp_path / "c", "train")
 
@@ -78,3 +78,29 @@ def test_labels_that_do_not_match_the_wav_say_by_how_much(tmp_path):
     with pytest.raises(DataError, match=r"a\.lab: labels end at 1\.000 s .*\(0\.500 s apart"):
         tc.check_pair(wav, labels, tolerance=0.1)
     assert tc.check_pair(wav, labels, tolerance=0.6) == pytest.approx(1.5)
+
+
+def test_a_build_keeps_splits_under_other_names_and_replaces_its_own_only_with_overwrite(
+        fake, tmp_path):
+    import json
+
+    from speechlab.testing.files import snapshot
+
+    out = tmp_path / "c"
+    info = {"sample_rate": 16000, "splits": {"extra": {"utterances": 1, "origin": "kaldi:x",
+                                                       "languages": {"en": {}}}}}
+    out.mkdir()
+    (out / "corpus.json").write_text(json.dumps(info))
+    cfg = TtsCorpusConfig(minutes=0.2)
+    make_tts_corpus(cfg, out)
+    listed = json.loads((out / "corpus.json").read_text())["splits"]
+    assert sorted(listed) == ["dev", "extra", "test", "train"]
+    assert listed["extra"] == info["splits"]["extra"]
+    before = snapshot(out)
+    with pytest.raises(DataError, match=r"split\(s\) \['dev', 'test', 'train'\] of an earlier "
+                                        r"build .* pass --overwrite"):
+        make_tts_corpus(cfg, out)
+    assert snapshot(out) == before
+    make_tts_corpus(cfg, out, overwrite=True)
+    assert sorted(json.loads((out / "corpus.json").read_text())["splits"]) == [
+        "dev", "extra", "test", "train"]

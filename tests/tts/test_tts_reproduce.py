@@ -62,6 +62,24 @@ def test_synth_from_labels_writes_speech_of_the_labels_length(run, tmp_path):
     assert abs(sf.info(str(out)).duration - last_end) < 0.02
 
 
+def test_an_exported_model_speaks_as_the_run_made_it(run, tmp_path):
+    """Exported and loaded from the package alone, the Big SALAD synthesizes the run's example
+    sentence as the run did (its windowed attention included), to a 16-bit sample."""
+    import speechlab
+
+    wav = sorted((run / "samples" / "big_salad").glob("*.wav"))[0]
+    lab = run / "corpus" / "lab" / "test" / f"{wav.stem}.lab"
+    pkg = speechlab.export(run / "models" / "big_salad", tmp_path / "pkg")
+    tts = speechlab.load(pkg)
+    assert tts.kind == "tts" and tts.window == 40  # the ci recipe's training window
+    speech = tts.synthesize(labels=lab)
+    ref, rate = sf.read(str(wav), dtype="float32")
+    assert rate == speech.sample_rate == 16000 and len(ref) == len(speech.waveform)
+    assert np.abs(ref - speech.waveform).max() <= 1.5 / 32768
+    assert speech.features.shape[1] == 43 and (speech.f0 >= 0).all()
+    assert main(["synth", str(pkg), str(lab), "--out", str(tmp_path / "x.wav")]) == 0
+
+
 def test_arctic_example_imports_as_a_label_corpus(tmp_path):
     from speechlab.tts.corpus import import_label_corpus, load_tts_split
 

@@ -101,12 +101,15 @@ def add_commands(subparsers) -> None:
                    help="also write the cuts with features attached here")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_args(p, FbankConfig)
-    p.set_defaults(func=run_compute, outputs={"out": "dir", "cuts_out": "file"})
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --cuts-out file")
+    # The cache is reused by design: features already computed there are kept.
+    p.set_defaults(func=run_compute, outputs={"out": "cache", "cuts_out": "file"})
 
     p = fsub.add_parser("cmvn", help="global mean/std of computed features (safetensors)")
     p.add_argument("--cuts", type=Path, required=True, help="cuts with features attached")
     p.add_argument("--out", type=Path, required=True, help="output .safetensors file")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=run_cmvn, outputs={"out": "file"})
 
     text = subparsers.add_parser("text", help="tokenizers built from transcripts")
@@ -116,4 +119,6 @@ def add_commands(subparsers) -> None:
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     add_config_args(p, TokenizerBuildConfig)
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing (non-empty) --out directory")
     p.set_defaults(func=run_build_tokenizers, outputs={"out": "dir"})

@@ -61,10 +61,10 @@ class FbankConfig:
         preemph_coeff, remove_dc_offset, window_type, round_to_power_of_two: as in Kaldi.
     """
 
-    sampling_rate: int = ranged(16000, ge=1)
-    num_mel_bins: int = ranged(80, ge=1)
-    frame_length_ms: float = ranged(25.0, gt=0)
-    frame_shift_ms: float = ranged(10.0, gt=0)
+    sampling_rate: int = ranged(16000, ge=1, le=384_000, why="the highest rate audio is made at")
+    num_mel_bins: int = ranged(80, ge=1, le=1024, why="speech features use 40-128")
+    frame_length_ms: float = ranged(25.0, gt=0, le=1000, why="speech frames last 20-50 ms")
+    frame_shift_ms: float = ranged(10.0, gt=0, le=1000, why="speech frames move 10-20 ms")
     dither: float = ranged(0.0, ge=0)
     snip_edges: bool = False
     low_freq: float = ranged(20.0, ge=0)

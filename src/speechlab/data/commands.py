@@ -119,9 +119,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="6 utterances per language (seconds to build; for tests)")
     make.add_argument("--no-progress", action="store_true", help="no progress bar")
     make.add_argument("--overwrite", action="store_true",
-                      help="replace imported train/dev/test splits the directory holds")
+                      help="replace the train/dev/test splits the directory already holds")
     add_config_args(make, CorpusConfig)
-    make.set_defaults(func=_run_make, outputs={"out": "dir"})
+    make.set_defaults(func=_run_make, outputs={"out": "corpus"})
 
     kaldi = sub.add_parser("import-kaldi", help="import a Kaldi data directory")
     kaldi.add_argument("kaldi_dir", type=Path, help="dir with wav.scp, text, utt2spk "
@@ -130,7 +130,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     kaldi.add_argument("--overwrite", action="store_true",
                        help="replace the split if the corpus directory already holds it")
     add_config_args(kaldi, ImportConfig)
-    kaldi.set_defaults(func=_run_import_kaldi, outputs={"out": "dir"})
+    kaldi.set_defaults(func=_run_import_kaldi, outputs={"out": "corpus"})
 
     lh = sub.add_parser("import-lhotse", help="import a lhotse recipe's manifests")
     lh.add_argument("--recordings", type=Path, required=True, help="RecordingSet file")
@@ -139,13 +139,13 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     lh.add_argument("--overwrite", action="store_true",
                     help="replace the split if the corpus directory already holds it")
     add_config_args(lh, ImportConfig)
-    lh.set_defaults(func=_run_import_lhotse, outputs={"out": "dir"})
+    lh.set_defaults(func=_run_import_lhotse, outputs={"out": "corpus"})
 
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")
     harvest.add_argument("--cache-dir", type=Path, default=None,
                          help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
-    harvest.set_defaults(func=_run_harvest, outputs={"cache_dir": "dir"})
+    harvest.set_defaults(func=_run_harvest, outputs={"cache_dir": "cache"})
 
     info = sub.add_parser("info", help="summarise a corpus directory")
     info.add_argument("corpus_dir", type=Path)

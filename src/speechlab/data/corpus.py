@@ -48,7 +48,12 @@ from speechlab.data.text_harvest import (
     harvest_sentences,
 )
 from speechlab.errors import ConfigError, DataError
-from speechlab.utils import atomic_path, atomic_write_json, read_json
+from speechlab.utils import (
+    atomic_path,
+    atomic_write_json,
+    read_json,
+    removed_on_failure,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +121,11 @@ class CorpusConfig:
         cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
     """
 
-    minutes: dict[str, float] = ranged(default_factory=_default_minutes, ge=0)
-    utterances_per_language: int | None = ranged(None, ge=3)  # one per split at least
+    minutes: dict[str, float] = ranged(default_factory=_default_minutes, ge=0, le=1440,
+                                       why="a day of speech per language is the most built")
+    # one per split at least
+    utterances_per_language: int | None = ranged(None, ge=3, le=100_000,
+                                                 why="about a day of speech")
     seed: int = ranged(0, ge=0)
     dev_fraction: float = ranged(0.05, gt=0, lt=1)
     test_fraction: float = ranged(0.1, gt=0, lt=1)
@@ -133,8 +141,8 @@ class CorpusConfig:
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
     tempo_prob: float = ranged(0.0, ge=0, le=1)
     tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
-    batch_size: int = ranged(32, ge=1)
-    workers: int = ranged(2, ge=1)
+    batch_size: int = ranged(32, ge=1, le=4096, why="utterances held in memory at once")
+    workers: int = ranged(2, ge=1, le=64, why="one synthesis process each")
     cache_dir: str | None = None
 
     @classmethod
@@ -333,6 +341,10 @@ def write_manifest(items: Iterable[Any], path: Path) -> None:
                 gz.write((json.dumps(item.to_dict(), ensure_ascii=False) + "\n").encode("utf-8"))
 
 
+# The manifests of one split: {split}_{kind}.jsonl.gz.
+MANIFEST_KINDS = ("recordings", "supervisions", "cuts")
+
+
 def write_split(out_dir: Path, split: str, recordings: Iterable[Any],
                 supervisions: Iterable[Any]) -> Any:
     """Write ``{split}_{recordings,supervisions,cuts}.jsonl.gz``; returns the CutSet.
@@ -407,22 +419,30 @@ def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
                     TimeElapsedColumn(), disable=not enabled, transient=False)
 
 
-def _imported_splits(out_dir: Path, overwrite: bool) -> dict[str, Any]:
-    """The imported splits of ``out_dir`` a build keeps (listed in its corpus.json with an
-    origin other than "synthetic"); DataError if one would be replaced without ``overwrite``."""
+def splits_a_build_keeps(out_dir: Path, built: Iterable[str], sample_rate: int,
+                         overwrite: bool) -> dict[str, Any]:
+    """The splits listed in ``out_dir``'s corpus.json that a build of the splits ``built`` keeps
+    (all the others); DataError, before any work, if the build would replace a listed split
+    (built earlier or imported) without ``overwrite``. Imported splits at another sample rate
+    cannot stay in the corpus, so they count as replaced. Shared by the ASR and TTS corpus
+    builds, so neither drops another's splits from corpus.json without a word."""
     info = read_corpus_json(out_dir)
-    imported = {s: d for s, d in (info.get("splits") or {}).items()
+    listed = {s: d for s, d in (info.get("splits") or {}).items()}
+    imported = {s for s, d in listed.items()
                 if not (isinstance(d, dict) and d.get("origin") == "synthetic")}
-    clash = sorted(set(imported) & set(SPLITS))
-    if imported and info.get("sample_rate") != SAMPLE_RATE:
-        clash = sorted(imported)  # cannot stay in a corpus at another rate
+    clash = sorted(set(listed) & set(built))
+    if imported and info.get("sample_rate") != sample_rate:
+        clash = sorted(set(clash) | imported)
     if clash and not overwrite:
-        raise DataError(f"{out_dir} holds imported split(s) {clash} that building the corpus "
-                        "would replace; pass --overwrite to replace them, or build into another "
-                        "directory")
-    kept = {s: d for s, d in imported.items() if s not in clash}
+        if set(clash) & imported:
+            what = f"imported split(s) {sorted(set(clash) & imported)}"
+        else:
+            what = f"split(s) {clash} of an earlier build"
+        raise DataError(f"{out_dir} holds {what} that building the corpus would replace; pass "
+                        "--overwrite to replace them, or build into another directory")
+    kept = {s: d for s, d in listed.items() if s not in clash}
     if kept:
-        log.info("%s: keeping imported split(s) %s", out_dir, sorted(kept))
+        log.info("%s: keeping split(s) %s", out_dir, sorted(kept))
     return kept
 
 
@@ -436,14 +456,22 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
     """Build the corpus described by ``cfg`` into ``out_dir``; returns ``out_dir``.
 
     Deterministic for ``cfg`` (same manifests modulo the absolute ``out_dir`` in recording
-    paths, same audio bytes). A rerun overwrites an earlier build; an interrupted build leaves
-    no ``corpus.json`` listing its splits (so :func:`load_cuts` refuses them) and no
-    half-written file. Splits imported into ``out_dir`` under other names than train/dev/test
-    are kept (and stay listed in ``corpus.json`` throughout); imported train/dev/test splits are
-    replaced only with ``overwrite``.
+    paths, same audio bytes). Train/dev/test splits that ``out_dir`` already lists (of an
+    earlier build or imported) are replaced only with ``overwrite``; an interrupted build
+    leaves no ``corpus.json`` listing its splits (so :func:`load_cuts` refuses them, and a rerun
+    rebuilds them) and no half-written file; a build that fails removes the files it wrote.
+    Splits under other names are kept (and stay listed in ``corpus.json`` throughout).
     """
     out_dir = Path(out_dir).resolve()
-    kept = _imported_splits(out_dir, overwrite)
+    kept = splits_a_build_keeps(out_dir, SPLITS, SAMPLE_RATE, overwrite)
+    with removed_on_failure(out_dir) as made:
+        _build_asr_corpus(cfg, out_dir, kept, progress, made)
+    return out_dir
+
+
+def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], progress: bool,
+                      made: list[Path]) -> None:
+    """The body of :func:`make_asr_corpus`; records each file it writes in ``made``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     # Invalidate first: from here until the new summary is written the built splits are
     # incomplete. Imported splits stay listed.
@@ -480,6 +508,7 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
         for st, utt, audio in synthesize_streams(streams, synth, max_inflight=2 * cfg.workers):
             lang, split = st.key
             wav = out_dir / "wav" / split / lang / f"{utt.id}.wav"
+            made.append(wav)
             _write_wav(wav, audio)
             dur = len(audio) / SAMPLE_RATE
             recordings[split].append(Recording(
@@ -505,6 +534,7 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
 
     summary: dict[str, Any] = {"format": CORPUS_FORMAT, "sample_rate": SAMPLE_RATE, "splits": {}}
     for split in SPLITS:
+        made.extend(out_dir / f"{split}_{kind}.jsonl.gz" for kind in MANIFEST_KINDS)
         write_split(out_dir, split, recordings[split], supervisions[split])
         summary["splits"][split] = split_summary(supervisions[split])
         summary["splits"][split]["origin"] = "synthetic"
@@ -527,7 +557,6 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
         "engine": "espeak-ng (libespeak-ng via ctypes), resampled 22050 -> 16000 Hz",
     }
     atomic_write_json(out_dir / "corpus.json", summary)
-    return out_dir
 
 
 @dataclass
@@ -598,6 +627,34 @@ def _remove_stale_wavs(out_dir: Path, keep: set[str]) -> None:
         for p in (out_dir / "wav" / split).glob("*/*.wav"):
             if str(p) not in keep:
                 p.unlink()
+
+
+def check_corpus_dir(corpus_dir: str | Path, languages: Iterable[str] | None = None) -> None:
+    """Before any work on a given ``--corpus``: the train, dev and test cut manifests must all
+    be there (a missing one used to be found after features were computed), its corpus.json,
+    if it has one, must read and list them, and it must hold ``languages``. ConfigError or
+    DataError naming the file otherwise."""
+    corpus_dir = Path(corpus_dir)
+    for split in SPLITS:
+        path = corpus_dir / f"{split}_cuts.jsonl.gz"
+        if not path.is_file():
+            found = sorted(p.name for p in corpus_dir.glob("*_cuts.jsonl.gz"))
+            raise ConfigError(f"{path} is missing: a corpus dir needs train/dev/test cut "
+                              f"manifests (found {found or 'none'}); import the split with "
+                              "'speechlab data import-kaldi ... --split NAME'")
+    info = read_corpus_json(corpus_dir)
+    if not info:
+        return  # manifests made elsewhere: nothing more to check here
+    unlisted = [s for s in SPLITS if s not in info["splits"]]
+    if unlisted:
+        raise DataError(f"{corpus_dir / 'corpus.json'}: split(s) {unlisted} are not listed (an "
+                        "interrupted build or import); rebuild or re-import them")
+    held = set(info.get("languages") or [lang for s in info["splits"].values()
+                                         for lang in (s.get("languages") or {})])
+    missing = [lang for lang in languages or () if held and lang not in held]
+    if missing:
+        raise ConfigError(f"{corpus_dir}: the corpus holds no {missing} utterances (it holds "
+                          f"{sorted(held)}); set the recipe's languages to those it holds")
 
 
 def load_cuts(corpus_dir: str | Path, split: str) -> Any:

@@ -38,6 +38,7 @@ from speechlab.audio.io import validate_recording, validate_supervision
 from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import (
     CORPUS_FORMAT,
+    MANIFEST_KINDS,
     read_corpus_json,
     split_summary,
     write_split,
@@ -59,7 +60,6 @@ log = logging.getLogger(__name__)
 # MUCS) -> the tags speechlab uses. Region suffixes ("en-IN", "hi_IN") are stripped first.
 LANGUAGE_NAMES = {"english": "en", "hindi": "hi", "tamil": "ta", "gujarati": "gu"}
 
-MANIFEST_KINDS = ("recordings", "supervisions", "cuts")
 # A split name becomes part of file names: {split}_cuts.jsonl.gz, wav/{split}/.
 _SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -81,7 +81,7 @@ class ImportConfig:
     language: str | None = None
     known_languages: tuple[str, ...] = LANGUAGES
     on_error: Literal["raise", "skip"] = "raise"
-    sample_rate: int = ranged(16000, ge=1)
+    sample_rate: int = ranged(16000, ge=1, le=384_000, why="the highest rate audio is made at")
     resample: bool = False
 
     def __post_init__(self) -> None:
@@ -186,7 +186,7 @@ def check_split_free(out_dir: Path, split: str, sample_rate: int, overwrite: boo
 
 
 @contextmanager
-def _staging(out_dir: Path, split: str) -> Iterator[Path]:
+def staging(out_dir: Path, split: str) -> Iterator[Path]:
     """A temporary directory inside ``out_dir`` for everything the import makes; removed at
     the end whatever happens (its contents are moved out on success). ``out_dir`` itself is
     removed again if this import created it and failed."""
@@ -217,18 +217,21 @@ def _moved_sources(rec: Any, stage: Path, final: Path) -> Any:
     return replace(rec, sources=sources)
 
 
-def _commit(stage: Path, out_dir: Path, split: str, recordings: list[Any],
-            supervisions: list[Any]) -> None:
-    """Move the staged audio and manifests of ``split`` into ``out_dir``."""
-    staged_wav = stage / "wav" / split
+def commit_split(stage: Path, out_dir: Path, split: str, recordings: list[Any],
+                 supervisions: list[Any], media: tuple[str, ...] = ("wav",)) -> None:
+    """Move the staged files of ``split`` (``stage/{medium}/{split}/`` for each of ``media``:
+    audio, labels) and its manifests into ``out_dir``."""
     recordings = [_moved_sources(r, stage, out_dir) for r in recordings]
     write_split(stage, split, recordings, supervisions)
-    if staged_wav.is_dir():
-        final_wav = out_dir / "wav" / split
-        final_wav.parent.mkdir(parents=True, exist_ok=True)
-        if final_wav.exists():  # the audio of the split being replaced (--overwrite)
-            os.rename(final_wav, stage / "replaced-wav")
-        os.rename(staged_wav, final_wav)
+    for medium in media:
+        staged = stage / medium / split
+        if not staged.is_dir():
+            continue
+        final = out_dir / medium / split
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if final.exists():  # the files of the split being replaced (--overwrite)
+            os.rename(final, stage / f"replaced-{medium}")
+        os.rename(staged, final)
     for kind in MANIFEST_KINDS:
         os.replace(stage / f"{split}_{kind}.jsonl.gz", out_dir / f"{split}_{kind}.jsonl.gz")
 
@@ -280,7 +283,7 @@ def finish_import(recordings: list[Any], supervisions: list[Any], out_dir: Path,
     if not kept_sups:
         raise DataError(f"{origin}: no usable utterance left to import "
                         f"(skipped: {dict(report.skipped)})")
-    _commit(stage, out_dir, report.split, kept_recs, kept_sups)
+    commit_split(stage, out_dir, report.split, kept_recs, kept_sups)
     report.kept = len(kept_sups)
     _merge_corpus_json(out_dir, report.split, kept_sups, origin, cfg)
     if report.total_skipped:
@@ -363,7 +366,7 @@ def import_kaldi(kaldi_dir: str | Path, out_dir: str | Path,
     handle = _policy(cfg)
     check_split_free(out_dir, split, cfg.sample_rate, overwrite)
     report = ImportReport(split=split, out_dir=out_dir)
-    with _staging(out_dir, split) as stage:
+    with staging(out_dir, split) as stage:
         recs = _kaldi_recordings(kdir, stage, split, report, handle)
         by_id = {r.id: r for r in recs}
         sups = []
@@ -409,7 +412,7 @@ def import_lhotse(recordings: str | Path, supervisions: str | Path, out_dir: str
     fixed_recs = [_absolute_sources(r) for r in recs]
     fixed_sups = [replace(s, language=normalize_language(s.language)
                           or normalize_language(cfg.language)) for s in sups]
-    with _staging(out, cfg.split) as stage:
+    with staging(out, cfg.split) as stage:
         return finish_import(fixed_recs, fixed_sups, out, cfg, ImportReport(cfg.split, out),
                              f"lhotse:{Path(recordings).resolve()}", stage)
 

@@ -69,13 +69,17 @@ def read_table(path: Path, *, allow_empty_value: bool = False) -> dict[str, Entr
     """``<key> <value...>`` per line; DataError naming file:line on a malformed/duplicate line."""
     table: dict[str, Entry] = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # utf-8-sig: a byte-order mark, as some editors write one, is not part of the first id.
+        # Lines end at "\n" alone, as for Kaldi (str.splitlines also splits at U+2028 etc.).
+        lines = path.read_text(encoding="utf-8-sig").split("\n")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text ({e}); convert it with iconv") from None
     for i, raw in enumerate(lines, 1):
         line = raw.strip()
         if not line:
             continue
+        if "\0" in line:
+            raise DataError(f"{where(path, i)}: line holds a NUL byte (binary data, not text)")
         parts = line.split(maxsplit=1)
         key = parts[0]
         value = parts[1].strip() if len(parts) > 1 else ""

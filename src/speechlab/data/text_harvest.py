@@ -36,12 +36,11 @@ import unicodedata
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
-from speechlab.errors import DataError, MissingToolError
+from speechlab.errors import ConfigError, DataError, MissingToolError
 from speechlab.text.normalize import sentence_key
-from speechlab.utils import atomic_path, atomic_write_json
-from speechlab.utils import file_lock
+from speechlab.utils import atomic_path, atomic_write_json, file_lock
 
 log = logging.getLogger(__name__)
 
@@ -541,6 +540,20 @@ def _read_list(path: Path) -> list[Sentence]:
             raise DataError(f"{path}:{i}: corrupt sentence cache; delete {path.parent} to rebuild")
         out.append(Sentence(text, source))
     return out
+
+
+def check_languages(languages: Sequence[str], key: str = "languages") -> None:
+    """ConfigError naming the recipe ``key`` unless ``languages`` is a non-empty list of
+    distinct languages speechlab has text, voices and normalization for. Recipes call it when
+    loaded, so a typo is refused before a corpus is built or a feature computed."""
+    if not languages:
+        raise ConfigError(f"{key}: give at least one language, e.g. [{LANGUAGES[0]}]")
+    repeated = sorted({lang for lang in languages if list(languages).count(lang) > 1})
+    if repeated:
+        raise ConfigError(f"{key}: language(s) {repeated} given more than once")
+    unknown = [lang for lang in languages if lang not in SCRIPTS]
+    if unknown:
+        raise ConfigError(f"{key}: unknown language(s) {unknown}; known: {list(SCRIPTS)}")
 
 
 def harvest_sentences(languages: Iterable[str] = LANGUAGES, cache_dir: Path | None = None,

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from speechlab.config import save_config
+from speechlab.data.corpus import check_corpus_dir
 from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.experiment.recipes import load_recipe
@@ -48,6 +49,8 @@ def load_run(paper: Reproduction, scale: str, out: str | Path, corpus: str | Pat
         raise ConfigError(f"--corpus {corpus}: not a directory; give a corpus directory "
                           "(docs/corpus.md)")
     cfg = load_recipe(paper.config_class, paper.name, scale, config, overrides)
+    if corpus is not None:
+        check_corpus_dir(corpus, getattr(cfg, "languages", None))
     return Run(paper, cfg, scale, Path(out), Path(corpus) if corpus else None)
 
 

@@ -37,7 +37,9 @@ class ScoreConfig:
 
     spaces: bool = False  # with --cer: score the space between words as a character too
     level: float = ranged(0.95, gt=0, lt=1)  # confidence level of the bootstrap interval
-    num_resamples: int = ranged(1000, ge=0)  # bootstrap replicates; 0 skips the interval
+    # bootstrap replicates; 0 skips the interval
+    num_resamples: int = ranged(1000, ge=0, le=1_000_000,
+                                why="each resample rescores every utterance; 1000 is usual")
     seed: int = ranged(0, ge=0)
     # Unicode normal form of both sides before scoring; "none" scores code points as given.
     normalization: Literal["NFC", "NFKC", "NFD", "NFKD", "none"] = "NFC"
@@ -155,4 +157,5 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, default=None, metavar="OUT",
                    help="also write counts, interval and per-utterance details as JSON")
     add_config_args(p, ScoreConfig)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
     p.set_defaults(func=run, outputs={"json": "file"})

@@ -26,4 +26,6 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=Path("report"), metavar="DIR",
                    help="where report.html and report.md go (default: ./report)")
     p.add_argument("--title", default="speechlab report", help="page title")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing (non-empty) --out directory")
     p.set_defaults(func=run, outputs={"out": "dir"})

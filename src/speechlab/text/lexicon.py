@@ -117,11 +117,18 @@ class Lexicon:
 
     @classmethod
     def read(cls, path: str | Path) -> Lexicon:
-        """Parse Kaldi ``lexicon.txt``; blank lines are skipped.
+        """Parse Kaldi ``lexicon.txt`` or ``lexiconp.txt``; blank lines are skipped.
+
+        ``lexiconp.txt`` (``word prob phone1 phone2 ...``) is recognised by its name or by a
+        number as the second field of its first line; read as a lexicon.txt its probabilities
+        would become phones. The pronunciations are kept and the probabilities dropped (the
+        graphs weigh a word's pronunciations alike); a probability other than 1 is logged.
+        ``lexiconp_silprob.txt`` (three more numbers per line) is refused.
 
         Raises:
-            DataError: naming ``file:line`` for a line with no pronunciation, a reserved symbol
-                or bytes that are not UTF-8.
+            DataError: naming ``file:line`` for a line with no pronunciation, a reserved
+                symbol, bytes that are not UTF-8, a NUL byte, or a lexiconp probability that
+                is missing or not in (0, 1].
         """
         path = Path(path)
         lex = cls()
@@ -129,28 +136,57 @@ class Lexicon:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise DataError(f"lexicon {path} does not exist") from None
+        with_probs: bool | None = True if path.name.startswith("lexiconp") else None
+        not_one = 0
         for lineno, line in enumerate(raw.split(b"\n"), start=1):
+            at = where(path, lineno)
             try:
-                text = line.decode("utf-8")
+                text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")
             except UnicodeDecodeError:
-                raise DataError(f"{where(path, lineno)}: line is not UTF-8 text") from None
+                raise DataError(f"{at}: line is not UTF-8 text") from None
+            if "\0" in text:
+                raise DataError(f"{at}: line holds a NUL byte (binary data, not a lexicon)")
             fields = text.split()
             if not fields:
                 continue
+            if with_probs is None:  # the first line decides the format
+                with_probs = len(fields) > 1 and _probability(fields[1]) is not None
+            if with_probs:
+                prob = _probability(fields[1]) if len(fields) > 1 else None
+                if prob is None or not 0 < prob <= 1:
+                    raise DataError(f"{at}: expected 'word probability phone1 phone2 ...' (a "
+                                    f"lexiconp.txt line), got {text.strip()[:60]!r}")
+                if len(fields) > 2 and _probability(fields[2]) is not None:
+                    raise DataError(f"{at}: more numbers after the probability: a "
+                                    "lexiconp_silprob.txt line; give lexicon.txt or lexiconp.txt")
+                not_one += prob != 1
+                fields = [fields[0], *fields[2:]]
             if len(fields) == 1:
                 raise DataError(
-                    f"{where(path, lineno)}: word {fields[0]!r} has no phones; expected "
-                    "'word phone1 phone2 ...'"
-                )
+                    f"{at}: word {fields[0]!r} has no phones; expected "
+                    + ("'word probability phone1 phone2 ...'" if with_probs
+                       else "'word phone1 phone2 ...'"))
             try:
                 lex.add(fields[0], fields[1:])
             except DataError as e:
-                raise DataError(f"{where(path, lineno)}: {e}") from None
+                raise DataError(f"{at}: {e}") from None
+        if not_one:
+            log.info("%s: read as lexiconp.txt; %d pronunciation probabilities other than 1 are "
+                     "not used (a word's pronunciations are weighed alike)", path, not_one)
         return lex
 
     def write(self, path: str | Path) -> None:
         """Write Kaldi ``lexicon.txt`` (atomically)."""
         atomic_write_text(path, "".join(f"{w} {' '.join(p)}\n" for w, p in self.items()))
+
+
+def _probability(field: str) -> float | None:
+    """``field`` as a finite number, or None if it is not one (a phone)."""
+    try:
+        x = float(field)
+    except ValueError:
+        return None
+    return x if x == x and abs(x) != float("inf") else None
 
 
 def strip_stress(phone: str) -> str:

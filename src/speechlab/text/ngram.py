@@ -51,6 +51,12 @@ LOG10_ZERO = -99.0  # the ARPA convention for "probability 0" (used for <s>)
 Ngram = tuple[str, ...]
 
 
+# Longer n-grams than this only add memory: every n-gram of the text is stored, and speech
+# LMs stop at 3-5.
+MAX_ORDER = 10
+MAX_ORDER_WHY = "speech LMs use 3-5; each order stores every n-gram of the text"
+
+
 @dataclass(frozen=True)
 class NgramConfig:
     """How to estimate an n-gram LM.
@@ -69,6 +75,9 @@ class NgramConfig:
     def __post_init__(self) -> None:
         if self.order < 1:
             raise ConfigError(f"n-gram order must be >= 1, got {self.order}")
+        if self.order > MAX_ORDER:
+            raise ConfigError(f"n-gram order must be <= {MAX_ORDER} ({MAX_ORDER_WHY}), got "
+                              f"{self.order}")
         if self.discount is not None and not 0 < self.discount <= 1:
             raise ConfigError(f"a fixed Kneser-Ney discount must be in (0, 1], got {self.discount}")
 
@@ -323,6 +332,8 @@ def read_arpa(path: str | Path) -> ArpaLM:
             text = line.decode("utf-8").strip()
         except UnicodeDecodeError:
             raise fail(lineno, "line is not UTF-8 text") from None
+        if "\0" in text:
+            raise fail(lineno, "line holds a NUL byte (binary data, not ARPA text)")
         if state == "start":
             if not text:
                 continue
@@ -376,6 +387,14 @@ def read_arpa(path: str | Path) -> ArpaLM:
     if state != "end":
         last = len(lines) - 1 if lines[-1] == b"" else len(lines)
         raise DataError(f"{where(path, last)}: missing '\\end\\' (file truncated?)")
+    # An LM of sentences starts them with <s> and ends them with </s>; without them a decoding
+    # graph has no start or no final state (Kaldi's arpa2fst aborts the process on a missing
+    # <s>), so they are required here rather than found missing inside native code.
+    for marker, role in ((BOS, "beginning"), (EOS, "end")):
+        if not lm.ngrams or (marker,) not in lm.ngrams[0]:
+            raise DataError(f"{path}: no {marker} unigram (the {role}-of-sentence word); an LM "
+                            "of sentences needs <s> and </s>: estimate it with sentence markers "
+                            "(speechlab ctc lm, or SRILM/KenLM defaults)")
     return lm
 
 
@@ -396,6 +415,11 @@ def _parse_entry(text: str, n: int, order: int, lm: ArpaLM, lineno: int, fail) -
         raise fail(lineno, f"log10 probability {fields[0]} > 0")
     bow = _number(fields[-1], "log10 back-off", lineno, fail) if len(fields) == n + 2 else None
     gram = tuple(fields[1:n + 1])
+    for i, w in enumerate(gram):
+        if (w == BOS and i > 0) or (w == EOS and i < n - 1):
+            # Kaldi's arpa2fst drops such an n-gram with a warning nobody sees.
+            raise fail(lineno, f"{w} inside {n}-gram {' '.join(gram)!r}: <s> may only start an "
+                               "n-gram and </s> only end one")
     grams = lm.ngrams[n - 1]
     if gram in grams:
         raise fail(lineno, f"duplicate {n}-gram {' '.join(gram)!r}")

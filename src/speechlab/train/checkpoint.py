@@ -240,12 +240,30 @@ def load_model_weights(model: nn.Module, path: str | Path, *, strict: bool = Tru
             raise SpeechlabError(
                 f"{path}: weight {k!r} has shape {tuple(mapped[k].shape)} but the model expects "
                 f"{tuple(target[k].shape)}; the model config does not match the checkpoint")
+        check_weight(k, mapped[k], target[k], path)
     if strict and (report.missing or report.unexpected):
         raise SpeechlabError(
             f"{path} does not match the model: missing {_few(report.missing)}, unexpected "
             f"{_few(report.unexpected)}; pass strict=False or filter/map the keys")
     model.load_state_dict({k: mapped[k] for k in report.loaded}, strict=False)
     return report
+
+
+def check_weight(key: str, value: torch.Tensor, expected: torch.Tensor, source: object) -> None:
+    """SpeechlabError naming ``source`` and ``key`` unless ``value`` can stand for the model's
+    tensor ``expected``: of a floating-point type where that is (integer "weights" are not a
+    model's) and finite (NaN or inf weights make every output NaN: a model whose training
+    diverged, or a corrupt file, would give noise or silence without a word)."""
+    if not expected.is_floating_point():
+        return
+    if not (value.is_floating_point() or value.is_complex()):
+        raise SpeechlabError(f"{source}: weight {key!r} is of type {value.dtype}, not floating "
+                             "point: not a model's weights (a corrupt or foreign file)")
+    bad = int((~torch.isfinite(value)).sum())
+    if bad:
+        raise SpeechlabError(f"{source}: weight {key!r} holds {bad} non-finite value(s) (NaN "
+                             "or inf): the training diverged or the file is corrupt; use an "
+                             "earlier checkpoint or retrain")
 
 
 def _few(keys: list[str], n: int = 5) -> str:

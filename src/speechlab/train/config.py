@@ -65,7 +65,8 @@ class ScheduleConfig:
 class TrainConfig:
     """The training loop. Step counts are optimiser updates (skipped batches do not count)."""
 
-    max_steps: int = ranged(1000, ge=1)
+    max_steps: int = ranged(1000, ge=1, le=10_000_000,
+                            why="at 0.1 s an update, 10^7 updates take 12 days")
     # Clip the global gradient norm to this value; 0 disables clipping (the norm is still logged).
     grad_clip: float = ranged(0.0, ge=0)
     log_every: int = ranged(10, ge=1)

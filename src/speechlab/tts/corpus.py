@@ -39,11 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from speechlab.config import check_fields, ranged, to_dict
-from speechlab.errors import DataError, MissingToolError
+from speechlab.config import Range, check_fields, ranged, to_dict
+from speechlab.data.corpus import MANIFEST_KINDS, splits_a_build_keeps
+from speechlab.errors import ConfigError, DataError, MissingToolError
 from speechlab.tts.acoustic import SAMPLE_RATE
 from speechlab.tts.labels import FRAME_SECONDS, Labels, load_labels, parse_labels
-from speechlab.utils import atomic_write_json, atomic_write_text
+from speechlab.utils import atomic_write_json, atomic_write_text, naming, removed_on_failure
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +65,15 @@ class TtsCorpusConfig:
     words; ``batch_size`` sentences per festival process, ``workers`` processes at a time.
     """
 
-    minutes: float = ranged(10.0, gt=0)
+    minutes: float = ranged(10.0, gt=0, le=1440,
+                            why="a day of speech; the paper's corpus holds about 130 minutes")
     dev_fraction: float = ranged(0.115, gt=0, lt=0.5)
     test_fraction: float = ranged(0.115, gt=0, lt=0.5)
-    min_words: int = ranged(4, ge=1)
-    max_words: int = ranged(20, ge=1)
+    min_words: int = ranged(4, ge=1, le=200, why="words of one sentence")
+    max_words: int = ranged(20, ge=1, le=200, why="words of one sentence")
     seed: int = ranged(0, ge=0)
-    batch_size: int = ranged(12, ge=1)
-    workers: int = ranged(2, ge=1)
+    batch_size: int = ranged(12, ge=1, le=1000, why="sentences per festival process")
+    workers: int = ranged(2, ge=1, le=64, why="one festival process each")
     # Tolerated gap between the labels' end and the wav's duration (seconds).
     tolerance: float = ranged(0.1, ge=0)
     cache_dir: str | None = None
@@ -175,8 +177,15 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
     sf.write(buf, audio, SAMPLE_RATE, subtype="PCM_16", format="WAV")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(buf.getvalue())
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(buf.getvalue())
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise naming(e, path) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def english_sentences(cfg: TtsCorpusConfig) -> list[str]:
@@ -193,15 +202,15 @@ def english_sentences(cfg: TtsCorpusConfig) -> list[str]:
     return sentences
 
 
-def _manifests(out: Path, split: str, utts: list[tuple[str, float, str, str]]) -> None:
-    """Write the split's lhotse manifests: (id, seconds, text, label path relative to out)."""
+def _split_manifests(base: Path, split: str, utts: list[tuple[str, float, str, str]]
+                     ) -> tuple[list, list]:
+    """The recordings and supervisions of (id, seconds, text, label path relative to the
+    corpus) with the audio at ``base/wav/{split}/{id}.wav``."""
     from lhotse import AudioSource, Recording, SupervisionSegment
-
-    from speechlab.data.corpus import write_split
 
     recs, sups = [], []
     for utt_id, seconds, text, lab in utts:
-        wav = out / "wav" / split / f"{utt_id}.wav"
+        wav = base / "wav" / split / f"{utt_id}.wav"
         samples = round(seconds * SAMPLE_RATE)
         recs.append(Recording(id=utt_id, sources=[AudioSource("file", [0], str(wav.resolve()))],
                               sampling_rate=SAMPLE_RATE, num_samples=samples,
@@ -209,42 +218,68 @@ def _manifests(out: Path, split: str, utts: list[tuple[str, float, str, str]]) -
         sups.append(SupervisionSegment(id=utt_id, recording_id=utt_id, start=0.0,
                                        duration=samples / SAMPLE_RATE, channel=0, text=text,
                                        language="en", speaker=SPEAKER, custom={"labels": lab}))
-    write_split(out, split, recs, sups)
+    return recs, sups
 
 
-def make_tts_corpus(cfg: TtsCorpusConfig, out_dir: str | Path) -> Path:
-    """Build the embedded TTS corpus in ``out_dir`` (see the module docstring)."""
+def _manifests(out: Path, split: str, utts: list[tuple[str, float, str, str]]) -> None:
+    """Write the split's lhotse manifests: (id, seconds, text, label path relative to out)."""
+    from speechlab.data.corpus import write_split
+
+    write_split(out, split, *_split_manifests(out, split, utts))
+
+
+def make_tts_corpus(cfg: TtsCorpusConfig, out_dir: str | Path, *,
+                    overwrite: bool = False) -> Path:
+    """Build the embedded TTS corpus in ``out_dir`` (see the module docstring).
+
+    As for the ASR corpus (:func:`speechlab.data.corpus.make_asr_corpus`): train/dev/test
+    splits ``out_dir`` already lists are replaced only with ``overwrite``, splits under other
+    names stay listed, and a build that fails removes the files it wrote.
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "corpus.json").unlink(missing_ok=True)  # incomplete until written again, last
-    sentences = english_sentences(cfg)
-    fractions = {"dev": cfg.dev_fraction, "test": cfg.test_fraction}
-    fractions["train"] = 1.0 - cfg.dev_fraction - cfg.test_fraction
-    # Disjoint sentence pools in proportion to each split's share.
-    n = len(sentences)
-    cut1 = int(n * fractions["train"])
-    cut2 = cut1 + int(n * fractions["dev"])
-    pools = {"train": sentences[:cut1], "dev": sentences[cut1:cut2], "test": sentences[cut2:]}
-    summary: dict = {"splits": {}, "synthetic": {"voice": VOICE, "text": "harvested English"},
-                     "sample_rate": SAMPLE_RATE, "config": to_dict(cfg), "kind": "tts"}
-    with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
-        for split in SPLITS:
-            budget = cfg.minutes * 60 * fractions[split]
-            utts = _speak_split(cfg, split, pools[split], budget, out, Path(tmp))
-            _manifests(out, split, utts)
-            seconds = sum(u[1] for u in utts)
-            summary["splits"][split] = {
-                "utterances": len(utts), "hours": round(seconds / 3600, 4),
-                "languages": {"en": {"utterances": len(utts), "hours": round(seconds / 3600, 4),
-                                     "speakers": [SPEAKER]}}}
-            log.info("%s: %d utterances, %.1f min", split, len(utts), seconds / 60)
-    atomic_write_json(out / "corpus.json", summary)
+    kept = splits_a_build_keeps(out, SPLITS, SAMPLE_RATE, overwrite)
+    with removed_on_failure(out) as made:
+        out.mkdir(parents=True, exist_ok=True)
+        # Incomplete until written again, last; the splits it keeps stay listed meanwhile.
+        if kept:
+            atomic_write_json(out / "corpus.json", {"splits": kept, "sample_rate": SAMPLE_RATE,
+                                                    "kind": "tts"})
+        else:
+            (out / "corpus.json").unlink(missing_ok=True)
+        sentences = english_sentences(cfg)
+        fractions = {"dev": cfg.dev_fraction, "test": cfg.test_fraction}
+        fractions["train"] = 1.0 - cfg.dev_fraction - cfg.test_fraction
+        # Disjoint sentence pools in proportion to each split's share.
+        n = len(sentences)
+        cut1 = int(n * fractions["train"])
+        cut2 = cut1 + int(n * fractions["dev"])
+        pools = {"train": sentences[:cut1], "dev": sentences[cut1:cut2],
+                 "test": sentences[cut2:]}
+        summary: dict = {"splits": {}, "synthetic": {"voice": VOICE, "text": "harvested English"},
+                         "sample_rate": SAMPLE_RATE, "config": to_dict(cfg), "kind": "tts"}
+        with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
+            for split in SPLITS:
+                budget = cfg.minutes * 60 * fractions[split]
+                utts = _speak_split(cfg, split, pools[split], budget, out, Path(tmp), made)
+                made.extend(out / f"{split}_{kind}.jsonl.gz" for kind in MANIFEST_KINDS)
+                _manifests(out, split, utts)
+                seconds = sum(u[1] for u in utts)
+                summary["splits"][split] = {
+                    "utterances": len(utts), "hours": round(seconds / 3600, 4),
+                    "origin": "synthetic",
+                    "languages": {"en": {"utterances": len(utts),
+                                         "hours": round(seconds / 3600, 4),
+                                         "speakers": [SPEAKER]}}}
+                log.info("%s: %d utterances, %.1f min", split, len(utts), seconds / 60)
+        summary["splits"].update(kept)
+        atomic_write_json(out / "corpus.json", summary)
     return out
 
 
 def _speak_split(cfg: TtsCorpusConfig, split: str, pool: list[str], budget: float, out: Path,
-                 tmp: Path) -> list[tuple[str, float, str, str]]:
-    """Speak ``pool`` in fixed batches (``workers`` at a time) until ``budget`` seconds."""
+                 tmp: Path, made: list[Path]) -> list[tuple[str, float, str, str]]:
+    """Speak ``pool`` in fixed batches (``workers`` at a time) until ``budget`` seconds; each
+    file written is recorded in ``made``."""
     utts: list[tuple[str, float, str, str]] = []
     total = 0.0
     todo = list(enumerate(pool))
@@ -273,6 +308,7 @@ def _speak_split(cfg: TtsCorpusConfig, split: str, pool: list[str], budget: floa
                     audio, lines = spoken[utt_id]
                     lab_rel = f"lab/{split}/{utt_id}.lab"
                     labels = parse_labels(lines, f"festival labels of {utt_id}")
+                    made += [out / "wav" / split / f"{utt_id}.wav", out / lab_rel]
                     _write_wav(out / "wav" / split / f"{utt_id}.wav", audio)
                     atomic_write_text(out / lab_rel, "\n".join(lines) + "\n")
                     seconds = check_pair(out / "wav" / split / f"{utt_id}.wav", labels,
@@ -326,32 +362,51 @@ def read_label_corpus(wav_dir: str | Path, lab_dir: str | Path) -> list[TtsUtter
 
 
 def import_label_corpus(wav_dir: str | Path, lab_dir: str | Path, out_dir: str | Path,
-                        split: str, tolerance: float = 0.1) -> int:
+                        split: str, tolerance: float = 0.1, *, overwrite: bool = False) -> int:
     """Copy a Merlin/HTS-layout corpus into the corpus layout as ``split``, checking every
     pair first (sample rate, labels, their end against the wav's) so that nothing is written
-    for a bad corpus. Returns the number of utterances."""
-    out = Path(out_dir)
+    for a bad corpus. Returns the number of utterances.
+
+    Like the ASR imports (:mod:`speechlab.data.importers`): ``split`` must be a plain name
+    (it names files), a split the corpus already holds is replaced only with ``overwrite``,
+    and the files are staged inside ``out_dir`` and moved into place at the end, so a failed
+    import leaves the corpus as it was.
+    """
+    from speechlab.data.importers import (
+        check_split_free,
+        check_split_name,
+        commit_split,
+        staging,
+    )
+
+    check_split_name(split)
+    problem = Range(ge=0).problem(tolerance)
+    if problem is not None:
+        raise ConfigError(f"--tolerance {problem}, got {tolerance} (seconds the labels' end may "
+                          "differ from the wav's)")
+    out = Path(out_dir).resolve()
+    check_split_free(out, split, SAMPLE_RATE, overwrite)
     utts = read_label_corpus(wav_dir, lab_dir)
     checked = []
     for u in utts:
         labels = load_labels(u.labels)
         checked.append((u, check_pair(u.wav, labels, tolerance, u.id)))
-    out.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for u, seconds in checked:
-        dst = out / "wav" / split / f"{u.id}.wav"
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(u.wav, dst)
-        lab_rel = f"lab/{split}/{u.id}.lab"
-        atomic_write_text(out / lab_rel, u.labels.read_text(encoding="utf-8"))
-        rows.append((u.id, seconds, "", lab_rel))
-    _manifests(out, split, rows)
-    from speechlab.data.corpus import read_corpus_json
+    with staging(out, split) as stage:
+        rows = []
+        for u, seconds in checked:
+            dst = stage / "wav" / split / f"{u.id}.wav"
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(u.wav, dst)
+            lab_rel = f"lab/{split}/{u.id}.lab"
+            atomic_write_text(stage / lab_rel, u.labels.read_text(encoding="utf-8"))
+            rows.append((u.id, seconds, "", lab_rel))
+        commit_split(stage, out, split, *_split_manifests(stage, split, rows), media=("wav", "lab"))
+        from speechlab.data.corpus import read_corpus_json
 
-    info = read_corpus_json(out) or {"splits": {}, "sample_rate": SAMPLE_RATE, "kind": "tts"}
-    hours = round(sum(r[1] for r in rows) / 3600, 4)
-    info["splits"][split] = {"utterances": len(rows), "hours": hours, "origin": str(wav_dir),
-                             "languages": {"en": {"utterances": len(rows), "hours": hours,
-                                                  "speakers": [SPEAKER]}}}
-    atomic_write_json(out / "corpus.json", info)
+        info = read_corpus_json(out) or {"splits": {}, "sample_rate": SAMPLE_RATE, "kind": "tts"}
+        hours = round(sum(r[1] for r in rows) / 3600, 4)
+        info["splits"][split] = {"utterances": len(rows), "hours": hours, "origin": str(wav_dir),
+                                 "languages": {"en": {"utterances": len(rows), "hours": hours,
+                                                      "speakers": [SPEAKER]}}}
+        atomic_write_json(out / "corpus.json", info)
     return len(rows)

@@ -15,7 +15,6 @@ Shapes: N phones, T frames, Q question dims, L = Q + 2 input dims, O = 43 output
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from speechlab.errors import DataError
-from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, analyse
+from speechlab.tts.acoustic import SAMPLE_RATE, VUV, OutputNormalizer, analyse
 from speechlab.tts.corpus import TtsUtterance, check_pair
 from speechlab.tts.labels import InputNormalizer, Labels, load_labels, phone_features
 from speechlab.tts.questions import QuestionSet, load_questions
-from speechlab.utils import atomic_path, atomic_write_json
+from speechlab.utils import atomic_path, atomic_write_json, removed_on_failure
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +70,8 @@ class TtsData:
     outputs: OutputNormalizer
     max_duration: int
     questions: str
+    # What the corpus is, for the report: festival's embedded voice, or a --corpus directory.
+    corpus: str = ""
 
     @property
     def input_dim(self) -> int:
@@ -149,21 +150,39 @@ def normalize_utterance(utt_id: str, arrays: dict, inputs: InputNormalizer,
                             [str(p) for p in arrays["phones"]])
 
 
+def _raw_features(splits: dict[str, Sequence[TtsUtterance]], feat_dir: Path,
+                  question_file: str | None, tolerance: float, workers: int, write: bool,
+                  made: list[Path]) -> dict[str, list[tuple[str, dict]]]:
+    """Each split's (id, raw arrays), computed (files new to the cache recorded in ``made``) or
+    read from the cache; the train split must hold voiced frames."""
+    raw: dict[str, list[tuple[str, dict]]] = {}
+    for split, utts in splits.items():
+        if not utts:
+            raise DataError(f"the {split} split has no utterance")
+        paths = [feat_dir / split / f"{u.id}.npz" for u in utts]
+        if write:
+            made.extend(p for p in paths if not p.exists())
+            paths = extract(utts, feat_dir / split, question_file, tolerance, workers)
+        raw[split] = [(u.id, _load(p)) for u, p in zip(utts, paths)]
+        if split == "train" and not any(a["y"][:, VUV].any() for _, a in raw[split]):
+            # F0 is learned from voiced frames alone; without any, every F0 column of the
+            # results would be NaN after the whole training.
+            raise DataError(f"no voiced frames in the training data ({len(utts)} utterances, "
+                            f"e.g. {utts[0].wav}): WORLD found no F0 in any of them; check that "
+                            "the train wavs are speech (not noise, silence or whisper)")
+    return raw
+
+
 def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file: str | None,
             *, tolerance: float = 0.1, workers: int = 1, write: bool = True) -> TtsData:
     """Features of every split, normalizers fitted on train; ``write=False`` only reads what a
     ``write=True`` call cached."""
     feat_dir = out / "features"
     questions = load_questions(question_file)
-    raw: dict[str, list[tuple[str, dict]]] = {}
-    for split, utts in splits.items():
-        if not utts:
-            raise DataError(f"the {split} split has no utterance")
-        if write:
-            paths = extract(utts, feat_dir / split, question_file, tolerance, workers)
-        else:
-            paths = [feat_dir / split / f"{u.id}.npz" for u in utts]
-        raw[split] = [(u.id, _load(p)) for u, p in zip(utts, paths)]
+    # A call that fails (a bad utterance, no voiced frame) removes the features it computed;
+    # those cached by an earlier run stay.
+    with removed_on_failure(feat_dir) as made:
+        raw = _raw_features(splits, feat_dir, question_file, tolerance, workers, write, made)
     train = [a for _, a in raw["train"]]
     dim = questions.dim
     if train[0]["phone_x"].shape[1] != dim:
@@ -184,6 +203,14 @@ def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file:
 
 
 def read_stats(path: Path) -> tuple[InputNormalizer, OutputNormalizer, int, str]:
-    d = json.loads(Path(path).read_text(encoding="utf-8"))
-    return (InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
-            int(d["max_duration"]), d["questions"])
+    """The normalizers of a model directory's sidecar; a DataError names the file if it is
+    missing, corrupt or incomplete."""
+    from speechlab.utils import read_json
+
+    d = read_json(path, "normalizer file")
+    try:
+        return (InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
+                int(d["max_duration"]), str(d["questions"]))
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise DataError(f"{path}: incomplete or corrupt normalizer file ({type(e).__name__}: "
+                        f"{e}); rerun the training that wrote it") from None

@@ -25,6 +25,10 @@ from speechlab.tts.questions import NO_PHONE, PHONES, QuestionSet
 FRAME_SHIFT = 50000
 FRAME_SECONDS = FRAME_SHIFT * 1e-7
 
+# The longest utterance a label file may describe: synthesis holds every frame of it at once,
+# and utterances last seconds (a label time of 10^15 would ask for years of frames).
+MAX_LABEL_SECONDS = 3600.0
+
 _QUINPHONE = re.compile(r"^([^\^]+)\^([^-]+)-([^+]+)\+([^=]+)=([^@]+)@")
 
 
@@ -72,8 +76,14 @@ def parse_labels(lines: list[str], source: str = "<labels>",
         except ValueError:
             raise DataError(f"{loc}: times {parts[0]!r} {parts[1]!r} are not integers "
                             "(100 ns units)") from None
+        if start < 0:
+            raise DataError(f"{loc}: start time {start} is negative")
         if end < start or start < previous_end - FRAME_SHIFT // 2:
             raise DataError(f"{loc}: times {start} {end} go backwards")
+        if end * 1e-7 > MAX_LABEL_SECONDS:
+            raise DataError(f"{loc}: end time {end} is {end * 1e-7:.0f} s, more than "
+                            f"{MAX_LABEL_SECONDS:.0f} s (an utterance lasts seconds); times are "
+                            "in 100 ns units")
         previous_end = end
         m = _QUINPHONE.match(parts[2])
         if m is None:
@@ -90,13 +100,16 @@ def parse_labels(lines: list[str], source: str = "<labels>",
         contexts.append(parts[2])
     if not contexts:
         raise DataError(f"{source}: no labels in it")
+    if ends[-1] == 0:
+        raise DataError(f"{source}: the labels span no time (every phone ends at 0); give "
+                        "phone-aligned labels: start and end of each phone in 100 ns units")
     return Labels(np.asarray(starts), np.asarray(ends), tuple(contexts), source)
 
 
 def load_labels(path: str | Path, phones: frozenset[str] | None = frozenset(PHONES)) -> Labels:
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is not a label
     except UnicodeDecodeError:
         raise DataError(f"{path}: a label file must be UTF-8 text") from None
     return parse_labels(text.splitlines(), str(path), phones)

@@ -226,8 +226,11 @@ def build_from_config(cfg: AcousticModelConfig) -> nn.Module:
     """The model ``cfg`` describes, from its parts."""
     embedding = Embedding(cfg.input_dim, cfg.emb_dim)
     if cfg.kind == "rnn":
-        return MusaRnn(embedding, nn.LSTM(cfg.emb_dim, cfg.hidden, batch_first=True),
-                       nn.LSTM(cfg.hidden, cfg.output_dim, batch_first=True), cfg.dropout)
+        model: nn.Module = MusaRnn(embedding, nn.LSTM(cfg.emb_dim, cfg.hidden, batch_first=True),
+                                   nn.LSTM(cfg.hidden, cfg.output_dim, batch_first=True),
+                                   cfg.dropout)
+        model.config = cfg  # so that a trained model can say what it is (export)
+        return model
     blocks = nn.ModuleList(SaladBlock(cfg.emb_dim, cfg.heads, cfg.ff_dim, cfg.dropout,
                                       cfg.attention_dropout) for _ in range(cfg.layers))
     output: nn.Module = (nn.Conv1d(cfg.emb_dim, cfg.output_dim, cfg.output_conv,
@@ -241,7 +244,9 @@ def build_from_config(cfg: AcousticModelConfig) -> nn.Module:
     with torch.no_grad():
         output.weight.mul_(0.1)
         output.bias.fill_(0.5)
-    return Salad(embedding, blocks, output, cfg.dropout)
+    model = Salad(embedding, blocks, output, cfg.dropout)
+    model.config = cfg
+    return model
 
 
 def build(name: str, input_dim: int = 364, output_dim: int = 43) -> nn.Module:

@@ -89,7 +89,7 @@ class SaladConfig:
     corpus: TtsCorpusConfig = field(default_factory=TtsCorpusConfig)
     questions: str | None = None  # a question file; None: the project's English set
     models: dict[str, str] = field(default_factory=_models_default)
-    epochs: int = ranged(300, ge=1)
+    epochs: int = ranged(300, ge=1, le=10_000, why="the paper trains 300 epochs")
     patience: int = ranged(20, ge=0)
     rnn_train: TrainConfig = field(default_factory=_rnn_train)
     salad_train: TrainConfig = field(default_factory=_salad_train)
@@ -210,5 +210,9 @@ def prepare_data(cfg: SaladConfig, out: Path, corpus_dir: Path | None, *,
     corpus = corpus_of(out, corpus_dir, lambda d: make_tts_corpus(cfg.corpus, d), write=write,
                        what="TTS corpus")
     splits = {s: load_tts_split(corpus, s) for s in SPLITS}
-    return prepare(splits, out, cfg.questions, tolerance=cfg.corpus.tolerance,
+    data = prepare(splits, out, cfg.questions, tolerance=cfg.corpus.tolerance,
                    workers=cfg.feature_workers, write=write)
+    # What the report says the targets are.
+    data.corpus = (f"`{corpus_dir}`" if corpus_dir is not None else "festival's SLT HTS voice "
+                   "(the embedded corpus), so the targets are themselves synthetic speech")
+    return data

@@ -19,6 +19,7 @@ Shapes: T frames, L input dims, O output dims (43).
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,7 +110,8 @@ class Synthesizer:
                             "written by 'speechlab reproduce salad' (OUT/models/NAME)")
         inputs, outputs, max_duration, _ = read_stats(sidecar)
         questions = load_questions(model_dir / QUESTIONS_NAME)
-        return cls(load(model_dir), inputs, outputs, max_duration, questions, model_dir,
+        window = json.loads(sidecar.read_text(encoding="utf-8")).get("window", 120)
+        return cls(load(model_dir), inputs, outputs, max_duration, questions, model_dir, window,
                    question_text=(model_dir / QUESTIONS_NAME).read_text(encoding="utf-8"))
 
     from_run = load

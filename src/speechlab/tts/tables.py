@@ -187,6 +187,6 @@ def salad_results(cfg: SaladConfig, data: TtsData, plan: Sequence[Job],
              f"{'stateful' if cfg.task.stateful else 'shuffled'} batches, patience "
              f"{cfg.patience}. Models: {cfg.models}. {len(learned)} of {len(model_rows)} model "
              f"rows beat the phone-mean baseline's MCD ({baseline.scores['mcd']:.2f} dB). The "
-             "corpus is festival's SLT HTS voice, so the targets are themselves synthetic speech.")
+             f"corpus is {getattr(data, 'corpus', '') or 'not recorded'}.")
     return Results(title=f"SALAD vs. the LSTM baseline ({scale} scale)",
                    tables=[t2, t3, training], figures=figures, notes=notes)

@@ -46,7 +46,9 @@ def train_model(model_cfg: AcousticModelConfig, data: TtsData, train_cfg: TrainC
                               checkpoint_every=per_epoch * max(1, epochs // 10),
                               patience=patience, early_stop_metric="mcd", schedule=schedule)
     model_dir.mkdir(parents=True, exist_ok=True)
-    write_model_files(model_dir, data.stats(), question_file)
+    # SALAD attends within its training window at inference, as the paper's decoding does.
+    window = task_cfg.window if model_cfg.kind == "salad" else None
+    write_model_files(model_dir, {**data.stats(), "window": window}, question_file)
     log.info("%s: a %s model, %d batches per epoch, up to %d epochs", model_dir.name,
              model_cfg.kind, per_epoch, epochs)
     fit(build_from_config(model_cfg), lambda rank, world: task, cfg, model_dir,

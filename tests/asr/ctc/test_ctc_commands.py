@@ -51,3 +51,21 @@ def test_topology_prints_the_token_fst(capsys):
     assert main(["ctc", "topology", "S2-T2*", "--phones", "1"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("S2-T2★: 1 phone(s), 3 network outputs, 3 states, 7 arcs")
+
+
+def test_a_lexiconp_builds_the_graph_of_its_lexicon(tmp_path):
+    """Kaldi's lexiconp.txt (word prob phones...) is read as such, found by its first line's
+    number whatever the file's name: its probabilities never become phones."""
+    from speechlab.text.lexicon import Lexicon
+
+    lexicon = "cat k ae t\ncat k a t\ndog d ao g\n"
+    (tmp_path / "lexicon.txt").write_text(lexicon, encoding="utf-8")
+    (tmp_path / "lexiconp.txt").write_text("cat 1.0 k ae t\ncat 0.5 k a t\ndog 1 d ao g\n",
+                                           encoding="utf-8")
+    (tmp_path / "probs.txt").write_text("\ufeffcat 1.0 k ae t\ncat 0.5 k a t\ndog 1 d ao g\n",
+                                        encoding="utf-8")
+    plain = Lexicon.read(tmp_path / "lexicon.txt")
+    for name in ("lexiconp.txt", "probs.txt"):
+        lex = Lexicon.read(tmp_path / name)
+        assert lex.phones == plain.phones == ("a", "ae", "ao", "d", "g", "k", "t")
+        assert list(lex.items()) == list(plain.items())

@@ -32,6 +32,14 @@ def test_reproduce_topologies_writes_tables_1_to_4(tmp_path):
                 for l in (out / "hyps" / "en" / "en_S1-T1.txt").read_text().splitlines())
     assert t1.rows[0][1] == pytest.approx(100 * wer(list(refs.values()),
                                                     [hyps[u] for u in refs]).wer)
+    # Exported with its decoding graph, LM and tuned acoustic weight, loaded from the package
+    # alone, a model gives the run's Viterbi hypotheses.
+    from speechlab.testing.packages import package_decodes_as_run
+
+    for name in ("en_S1-T1", "en_S3-T2s"):
+        assert package_decodes_as_run(out / "models" / name, tmp_path / f"pkg-{name}",
+                                      corpus / "test_cuts.jsonl.gz",
+                                      out / "hyps" / "en" / f"{name}.txt") >= 1
     # BPP and BHP are proportions; Table 3 is a share of utterances.
     for row in res.table("table2").rows + res.table("table3").rows:
         assert all(v is None or 0 <= v <= 100 for v in row[1:]), row

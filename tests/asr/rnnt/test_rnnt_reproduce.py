@@ -58,6 +58,15 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert (hyps / "ref.txt").read_text().count("\n") == 4
     summary = json.loads((hyps / "summary.json").read_text())
     assert {"mono", "vanilla", "multisoftmax_lid", "ms_lid_oracle"} <= set(summary)
+    # Exported, loaded from the package alone, MS and MS LID (LID-free) give the run's own
+    # hypotheses on the test set.
+    from speechlab.testing.packages import package_decodes_as_run
+
+    test_cuts = out / "corpus" / "test_cuts.jsonl.gz"
+    assert package_decodes_as_run(out / "models" / "multisoftmax", tmp_path / "pkg-ms",
+                                  test_cuts, hyps / "multisoftmax.txt", with_language=True) >= 4
+    assert package_decodes_as_run(out / "models" / "multisoftmax_lid", tmp_path / "pkg-lid",
+                                  test_cuts, hyps / "ms_lid.txt") >= 4
     # Every model trained in a worker rebuilds from its directory alone.
     from speechlab.asr.rnnt.model import load
 

@@ -18,7 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from speechlab.errors import ConfigError, DataError
+from speechlab.config import bounded
+from speechlab.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,6 @@ def _topology(args: argparse.Namespace) -> int:
     from speechlab.asr.ctc import topology as topo_mod
 
     spec = topo_mod.get(args.name)
-    if args.phones < 1:
-        raise ConfigError(f"--phones must be >= 1, got {args.phones}")
     T = topo_mod.build(spec.name, args.phones)
     arcs = sum(T.num_arcs(s) for s in range(T.num_states))
     print(f"{spec.name}: {args.phones} phone(s), {topo_mod.num_tokens(spec.name, args.phones)} "
@@ -51,6 +50,10 @@ def _read_text(path: Path, language: str | None) -> list[str]:
             text = line.decode("utf-8")
         except UnicodeDecodeError:
             raise DataError(f"{path}:{lineno}: line is not UTF-8 text") from None
+        if "\0" in text:
+            # Not whitespace to split on: it would end up inside an ARPA word.
+            raise DataError(f"{path}:{lineno}: line holds a NUL byte (binary data, not text); "
+                            "remove it")
         text = normalize_text(text, language) if language else text.strip()
         if text:
             sentences.append(text)
@@ -64,8 +67,6 @@ def _lm(args: argparse.Namespace) -> int:
 
     from speechlab.text.ngram import NgramConfig, estimate
 
-    if args.vocab is not None and args.vocab < 1:
-        raise ConfigError(f"--vocab must be >= 1, got {args.vocab}")
     config = NgramConfig(order=args.order)
     sentences = [s.split() for s in _read_text(args.text, args.language)]
     if args.vocab is not None:
@@ -95,8 +96,6 @@ def _graph(args: argparse.Namespace) -> int:
 
     name = topo_mod.get(args.topology).name
     out = Path(args.out)
-    if (out / "graph.json").exists() and not args.overwrite:
-        raise ConfigError(f"{out} already holds a decoding graph; pass --overwrite to replace it")
     lexicon = Lexicon.read(args.lexicon)
     phones = None
     if args.phones is not None:
@@ -114,7 +113,12 @@ def _graph(args: argparse.Namespace) -> int:
     if len(lex) == 0:
         raise DataError(f"{args.lm}: none of the LM's {len(lm_words)} words is in "
                         f"{args.lexicon}")
-    lang = graphs.make_lang(lex, phones if phones is not None else lexicon.phones)
+    phone_set = phones if phones is not None else lexicon.phones
+    if len(phone_set) > topo_mod.MAX_PHONES:
+        raise DataError(f"{args.phones if phones is not None else args.lexicon}: "
+                        f"{len(phone_set)} phones, at most {topo_mod.MAX_PHONES} "
+                        f"({topo_mod.MAX_PHONES_WHY}); check the file")
+    lang = graphs.make_lang(lex, phone_set)
     graph = graphs.decoding_graph(name, lang, graphs.grammar_fst(args.lm, lang, "skip"),
                                   args.recipe)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -142,23 +146,29 @@ def _graph(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
+    from speechlab.asr.ctc import topology as topo_mod
+    from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
+
     p = sub.add_parser("ctc", help="CTC topologies: token FSTs, n-gram LMs, decoding graphs")
     csub = p.add_subparsers(dest="ctc_command", metavar="ACTION", required=True)
 
     t = csub.add_parser("topology", help="print a topology's token FST for N phones")
     t.add_argument("name", help="S1-T1, S2-T1, S2-T1*, S2-T2*, S2-T2, S3-T2, S3-T2*, S3-T2**")
-    t.add_argument("--phones", type=int, default=2, help="number of phones")
+    t.add_argument("--phones", default=2, help="number of phones",
+                   type=bounded(int, ge=1, le=topo_mod.MAX_PHONES, why=topo_mod.MAX_PHONES_WHY))
     t.set_defaults(func=_topology)
 
     m = csub.add_parser("lm", help="Kneser-Ney n-gram LM of a text file (one sentence per line), "
                         "written as ARPA")
     m.add_argument("text", type=Path)
     m.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
-    m.add_argument("--order", type=int, default=3)
-    m.add_argument("--vocab", type=int, default=None,
+    m.add_argument("--order", type=bounded(int, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY),
+                   default=3)
+    m.add_argument("--vocab", type=bounded(int, ge=1), default=None,
                    help="keep only sentences whose words are all among the N most frequent")
     m.add_argument("--language", default=None,
                    help="normalize each line as speechlab does for this language (en, hi, ...)")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     m.set_defaults(func=_lm, outputs={"out": "file"})
 
     g = csub.add_parser("graph", help="the decoding graph T∘(L∘G) of a topology, a lexicon and "
@@ -174,5 +184,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="LM words without a pronunciation: leave them out (counted) or fail")
     g.add_argument("--recipe", choices=("full", "lg", "none"), default="full",
                    help="what is determinized and minimized (docs/topologies.md)")
-    g.add_argument("--overwrite", action="store_true")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace an existing (non-empty) --out directory")
     g.set_defaults(func=_graph, outputs={"out": "dir"})

@@ -22,7 +22,9 @@ from speechlab.asr.ctc.transcribe import GraphDecodingConfig
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import CorpusConfig
+from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
+from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.text.normalize import normalize_text
 from speechlab.train import TrainConfig
@@ -51,7 +53,7 @@ class TopologiesConfig:
     task: CtcTaskConfig = field(default_factory=CtcTaskConfig)
     # The grammar G: an n-gram LM of this order over the language's harvested text (dev and
     # test sentences excluded), restricted to its ``lm_vocab`` most frequent words.
-    lm_order: int = ranged(3, ge=1)
+    lm_order: int = ranged(3, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
     # Viterbi search (Section 3.2): beam, max active states, lattice beam (8, as the paper's
     # analysis script; Sec. 3.3 says 32, which makes lattices of one path per word sequence
@@ -70,8 +72,15 @@ class TopologiesConfig:
         from speechlab.asr.ctc.topology import get
 
         check_fields(self)
+        check_languages(self.languages)
+        if not self.topologies:
+            raise ConfigError("topologies: give at least one, e.g. [S1-T1]")
         for name in self.topologies:
             get(name)
+        # Each is tried on dev after every topology's model is trained: an empty list would
+        # fail only then.
+        if not self.acoustic_weights:
+            raise ConfigError("acoustic_weights: give at least one weight, e.g. [1.0]")
         if self.model not in PRESETS:
             raise ConfigError(f"model {self.model!r} is not a CTC model preset; choose one of "
                               f"{sorted(PRESETS)}")

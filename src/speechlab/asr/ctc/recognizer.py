@@ -172,9 +172,12 @@ class CtcRecognizer:
         arpa = run / "lang" / f"{cfg.language}.arpa"
         graph = cached_decoding_graph(run / "graphs", cfg.topology, tokenizer.lexicon, arpa,
                                       phones=tokenizer.phones)
-        weight = float(read_decoding(model_dir).get("acoustic_weight", 1.0))
+        settings = read_decoding(model_dir)  # as the run decoded it, tuned on its dev set
+        viterbi = ViterbiConfig(beam=float(settings.get("beam", 32.0)),
+                                max_active=int(settings.get("max_active", 2000)),
+                                acoustic_weight=float(settings.get("acoustic_weight", 1.0)))
         return cls(model, tokenizer, GlobalCMVN.load(run / "lang" / "cmvn.safetensors"), graph,
-                   topology=cfg.topology, viterbi=ViterbiConfig(acoustic_weight=weight),
+                   topology=cfg.topology, viterbi=viterbi,
                    arpa=arpa, source=model_dir, **kw)
 
     def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:

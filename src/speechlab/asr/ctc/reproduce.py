@@ -83,7 +83,8 @@ class TopologiesPaper:
                                  lang.test, lang.dev[: cfg.dev_utterances], decoding_config(cfg),
                                  prefix_lexicon=lang.tokenizer if prefix else None,
                                  arpa=arpa_path(out, spec.language) if prefix else None)
-        write_decoding(model_dir, acoustic_weight=result.acoustic_weight,
+        write_decoding(model_dir, acoustic_weight=result.acoustic_weight, beam=cfg.beam,
+                       max_active=cfg.max_active,
                        dev_wer={str(k): v for k, v in result.dev_wer.items()})
         return result
 

@@ -38,6 +38,12 @@ from speechlab.errors import ConfigError
 
 EXIT = -1  # the target of a skip that leaves the phone
 
+# The most phones a token FST is built for. Every phone-ending state has an arc into every
+# phone, so T has about N^2 arcs (1000 phones: 1M arcs, 0.6 GB while built); phone sets hold
+# tens to a few hundred phones, and 10,000 would need some 60 GB.
+MAX_PHONES = 1000
+MAX_PHONES_WHY = "phone sets hold tens to hundreds; the token FST has about N^2 arcs"
+
 
 @dataclass(frozen=True)
 class Topology:
@@ -123,6 +129,8 @@ def arcs(name: str, num_phones: int) -> Arcs:
     topo = get(name)
     if num_phones < 1:
         raise ConfigError(f"a topology needs at least one phone, got {num_phones}")
+    if num_phones > MAX_PHONES:
+        raise ConfigError(f"{num_phones} phones: at most {MAX_PHONES} ({MAX_PHONES_WHY})")
     x = topo.states
 
     def state(p: int, s: int) -> int:

@@ -120,7 +120,7 @@ class SearchConfig:
     """
 
     method: str = "beam"
-    beam: int = ranged(4, ge=1)
+    beam: int = ranged(4, ge=1, le=1000, why="hypotheses kept per frame; the paper uses 4")
     max_symbols_per_frame: int = ranged(3, ge=1)
 
     def __post_init__(self) -> None:

@@ -20,6 +20,7 @@ from speechlab.asr.rnnt.presets import PRESETS, get_preset
 from speechlab.asr.rnnt.task import TaskConfig
 from speechlab.config import check_fields, ranged
 from speechlab.data.corpus import CorpusConfig
+from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.text.graphemes import GraphemeTokenizer
@@ -73,6 +74,7 @@ class MultiSoftmaxConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_languages(self.languages)
         if self.preset not in PRESETS:
             raise ConfigError(f"preset {self.preset!r} is not a model preset; choose one of "
                               f"{sorted(PRESETS)}")

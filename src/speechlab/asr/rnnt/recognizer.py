@@ -39,7 +39,7 @@ from speechlab.config import from_dict, to_dict
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
-from speechlab.train.card import ModelCard
+from speechlab.train.card import ModelCard, read_decoding
 
 
 class RnntRecognizer:
@@ -149,6 +149,9 @@ class RnntRecognizer:
         model = load(model_dir)
         tokenizers = {lang: GraphemeTokenizer.load(lang_dir / f"{lang}.json")
                       for lang in model.languages}
+        search = read_decoding(model_dir).get("search")  # as the run decoded it
+        if search is not None:
+            kw.setdefault("search", from_dict(SearchConfig, search))
         return cls(model, tokenizers, GlobalCMVN.load(lang_dir / "cmvn.safetensors"),
                    source=lang_dir, **kw)
 

@@ -112,8 +112,12 @@ class MultiSoftmaxPaper:
     def decode(self, job: Decode, cfg: MultiSoftmaxConfig, data: Data, out: Path):
         from speechlab.asr.rnnt.decode import decode_known, decode_without_language
         from speechlab.asr.rnnt.model import load
+        from speechlab.config import to_dict
+        from speechlab.train.card import write_decoding
 
         model = load(out / "models" / job.model.name)
+        # The search the run decodes with, kept for the model's later use (speechlab.load).
+        write_decoding(out / "models" / job.model.name, search=to_dict(cfg.search))
         utts = decode_set(cfg, data, job.options)
         if not utts:
             raise DataError(f"no test utterances in {list(job.options.languages)} to decode "

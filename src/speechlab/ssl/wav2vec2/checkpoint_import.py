@@ -31,6 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from speechlab.errors import DataError
+from speechlab.train.checkpoint import check_weight
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
 
@@ -172,21 +173,27 @@ def _inert_load(f, **kwargs: Any) -> Any:
 _inert_pickle.load = _inert_load
 
 
+def _reason(e: BaseException) -> str:
+    """The exception's type and the first line of its message (which may be empty)."""
+    first = next(iter(str(e).splitlines()), "").strip()
+    return f"{type(e).__name__}: {first[:120]}" if first else type(e).__name__
+
+
 def read_pickled(path: Path) -> Any:
     """A ``torch.save`` file read without running pickled code (module doc)."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise _not_a_checkpoint(path, "the file is empty")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         pass  # a global outside torch's allow-list: read again, inertly
     except Exception as e:
-        raise _not_a_checkpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}") \
-            from None
+        raise _not_a_checkpoint(path, _reason(e)) from None
     try:
         return torch.load(path, map_location="cpu", weights_only=False,
                           pickle_module=_inert_pickle)
     except Exception as e:
-        raise _not_a_checkpoint(path, f"{type(e).__name__}: {str(e).splitlines()[0][:120]}") \
-            from None
+        raise _not_a_checkpoint(path, _reason(e)) from None
 
 
 def _plain(obj: Any) -> Any:
@@ -291,6 +298,7 @@ def load_weights(model: nn.Module, weights: Mapping[str, Tensor], source: object
             raise DataError(f"{source}: tensor {key!r} has shape {tuple(value.shape)}, the model "
                             f"expects {tuple(own[key].shape)}: the checkpoint and its config "
                             "disagree")
+        check_weight(key, value, own[key], source)
     # A CTC model holds the pre-training model as ``encoder``: its heads are optional there too.
     optional = optional + tuple("encoder." + p for p in optional)
     missing = [k for k in own if k not in weights and not k.startswith(optional)]
@@ -327,9 +335,12 @@ def _model_for(config: Wav2Vec2Config, weights: Mapping[str, Tensor]
 def load_hf(directory: Path) -> nn.Module:
     cfg_path = directory / "config.json"
     try:
-        config = hf_config(json.loads(cfg_path.read_text()))
+        loaded = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if not isinstance(loaded, dict):
+            raise TypeError(f"it holds a JSON {type(loaded).__name__}, not an object")
+        config = hf_config(loaded)
     except (json.JSONDecodeError, TypeError, ValueError) as e:
-        raise DataError(f"{cfg_path}: not a Wav2Vec2 config ({e})") from None
+        raise DataError(f"{cfg_path}: not a Wav2Vec2 config ({_reason(e)})") from None
     if (directory / "model.safetensors").is_file():
         from safetensors import SafetensorError
         from safetensors.torch import load_file
@@ -372,8 +383,10 @@ def load_fairseq(path: Path, ckpt: Mapping[str, Any]) -> nn.Module:
 def load_pretrained(path: str | Path) -> nn.Module:
     """A wav2vec 2.0 model (pre-training or CTC) from any checkpoint kind of the module doc,
     in ``eval()`` mode."""
-    from speechlab.train.card import best_or_latest, read_card
+    from speechlab.train.card import ModelCard, best_or_latest, read_card
     from speechlab.train.checkpoint import load_model_weights
+
+    from speechlab.package import is_package, read_card as read_package_card, read_weights
 
     path = Path(path)
     if not path.exists():
@@ -381,6 +394,13 @@ def load_pretrained(path: str | Path) -> nn.Module:
     if path.is_dir():
         if (path / "config.json").is_file():
             return load_hf(path)
+        if is_package(path):  # speechlab export
+            card = read_package_card(path)
+            if card.family not in BUILDERS:
+                raise DataError(f"{path}: a package of a {card.family!r} model, not wav2vec 2.0")
+            model = ModelCard(card.family, card.config).build(BUILDERS, path)
+            model.load_state_dict(read_weights(path))
+            return model.eval()
         path = best_or_latest(path)  # a speechlab run directory
     ckpt = read_pickled(path)
     if not isinstance(ckpt, dict):
@@ -395,3 +415,32 @@ def load_pretrained(path: str | Path) -> nn.Module:
     if isinstance(ckpt.get("model"), dict):
         return load_fairseq(path, ckpt)
     raise _not_a_checkpoint(path, "no 'model' state dict and no speechlab model card")
+
+
+def wants_normalized(path: str | Path) -> bool:
+    """Whether the model at ``path`` reads each recording normalized to zero mean and unit
+    variance: a Hugging Face directory's ``do_normalize`` (its preprocessor config; transformers'
+    default True), a package's card; speechlab's and fairseq's own models read raw audio."""
+    import json
+
+    path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        pre_path = path / "preprocessor_config.json"
+        if not pre_path.is_file():
+            return True
+        try:
+            pre = json.loads(pre_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise DataError(f"{pre_path}: not valid JSON ({e})") from None
+        if not isinstance(pre, dict):
+            raise DataError(f"{pre_path}: expected a JSON object")
+        if pre.get("sampling_rate", 16000) != 16000:
+            raise DataError(f"{pre_path}: sampling_rate {pre.get('sampling_rate')}; speechlab "
+                            "reads wav2vec 2.0 models at 16000 Hz")
+        return bool(pre.get("do_normalize", True))
+    if path.is_dir():
+        from speechlab.package import is_package, read_card
+
+        if is_package(path):
+            return bool(read_card(path).data.get("normalize", False))
+    return False

@@ -20,6 +20,12 @@ from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
 
 
+# The widest LMSAB radius, in frames each side of the query: 10,000 frames of 20 ms are 200 s,
+# more than any utterance, so a wider window is the same as global attention.
+MAX_RADIUS = 10_000
+MAX_RADIUS_WHY = "frames each side; 10000 frames (200 s) already cover any utterance"
+
+
 @dataclass(frozen=True)
 class Wav2Vec2Config:
     """One wav2vec 2.0 model.
@@ -64,7 +70,7 @@ class Wav2Vec2Config:
     attention_dropout: float = ranged(0.1, ge=0, lt=1)
     activation_dropout: float = ranged(0.0, ge=0, lt=1)
     local_blocks: tuple[int, ...] = ranged((), ge=1)
-    radius: int = ranged(30, ge=1)
+    radius: int = ranged(30, ge=1, le=MAX_RADIUS, why=MAX_RADIUS_WHY)
     local_chunk: int = ranged(32, ge=1)
 
     def __post_init__(self) -> None:

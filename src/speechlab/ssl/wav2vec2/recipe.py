@@ -21,10 +21,11 @@ from pathlib import Path
 import torch
 
 from speechlab.config import check_fields, ranged
-from speechlab.data.corpus import CorpusConfig
+from speechlab.data.corpus import SAMPLE_RATE, CorpusConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
-from speechlab.ssl.wav2vec2.config import Wav2Vec2Config, parse_blocks, preset
+from speechlab.ssl.wav2vec2.config import (MAX_RADIUS, MAX_RADIUS_WHY, Wav2Vec2Config,
+                                           parse_blocks, preset)
 from speechlab.ssl.wav2vec2.decode import LmDecoding, LmSearchConfig
 from speechlab.ssl.wav2vec2.diagnose import (
     BlockDiagnosis,
@@ -35,6 +36,7 @@ from speechlab.ssl.wav2vec2.diagnose import (
 from speechlab.ssl.wav2vec2.finetune import FinetuneTaskConfig
 from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig
 from speechlab.ssl.wav2vec2.training import Utterance
+from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 from speechlab.train import TrainConfig
 
 SPLITS = ("train", "dev", "test")
@@ -64,7 +66,7 @@ class LocalAttentionConfig:
     # or fbank (parameter-free log-mel frames, the demo and small recipes; docs/local-attention.md).
     front_end: str = "conv"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
-    radius: int = ranged(30, ge=1)
+    radius: int = ranged(30, ge=1, le=MAX_RADIUS, why=MAX_RADIUS_WHY)
     variants: dict[str, str] = field(default_factory=_variants_default)
     pretrain: TrainConfig = field(default_factory=TrainConfig)
     pretrain_task: PretrainTaskConfig = field(default_factory=PretrainTaskConfig)
@@ -74,7 +76,7 @@ class LocalAttentionConfig:
     diagnosis_utterances: int = ranged(6, ge=1)
     # The LM: order and vocabulary over the harvested English text (dev and test excluded);
     # beams of the LM search, and LM weights tried at the first beam on dev_utterances.
-    lm_order: int = ranged(4, ge=1)
+    lm_order: int = ranged(4, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
     beams: tuple[int, ...] = ranged((50, 1500), ge=1)
     lm_weights: tuple[float, ...] = ranged((0.3, 0.6, 1.0), ge=0)
@@ -93,9 +95,22 @@ class LocalAttentionConfig:
             raise ConfigError("variants: give at least one model (e.g. Orig: '')")
         if self.front_end not in ("conv", "fbank"):
             raise ConfigError(f"front_end: {self.front_end!r} is not conv or fbank")
-        layers = preset(self.model).layers
+        model = model_config(self)
         for name, spec in self.variants.items():
-            fine_tuning(spec, layers, name=name)
+            fine_tuning(spec, model.layers, name=name)
+        for key in ("beams", "lm_weights"):
+            if not getattr(self, key):
+                raise ConfigError(f"{key}: give at least one value")
+        # A masked span must fit in a crop (masking.span_mask leaves shorter utterances
+        # unmasked), or pre-training finds nothing to predict once features are computed.
+        task = self.pretrain_task
+        crop_frames = int(task.crop_seconds * SAMPLE_RATE) // model.hop
+        if task.mask_length >= crop_frames:
+            raise ConfigError(
+                f"pretrain_task.mask_length {task.mask_length} frames is not shorter than a "
+                f"crop: pretrain_task.crop_seconds {task.crop_seconds:g} s is {crop_frames} "
+                f"frames of {1000 * model.hop / SAMPLE_RATE:g} ms, so no frame could be masked; "
+                "the paper's span is 10")
 
     def lm_search(self) -> LmSearchConfig:
         return LmSearchConfig(self.beams, self.lm_weights, self.word_bonus, self.token_min_logp,

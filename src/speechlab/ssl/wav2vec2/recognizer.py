@@ -327,14 +327,9 @@ def _read_json(path: Path, default: Any = None) -> Any:
 def hf_normalize(directory: Path) -> bool:
     """``do_normalize`` of the directory's ``preprocessor_config.json`` (transformers' default
     for wav2vec 2.0: True), after checking its sampling rate."""
-    pre = _read_json(directory / "preprocessor_config.json", {})
-    if not isinstance(pre, dict):
-        raise DataError(f"{directory / 'preprocessor_config.json'}: expected a JSON object")
-    rate = pre.get("sampling_rate", SAMPLE_RATE)
-    if rate != SAMPLE_RATE:
-        raise DataError(f"{directory / 'preprocessor_config.json'}: sampling_rate {rate}; "
-                        f"speechlab reads wav2vec 2.0 models at {SAMPLE_RATE} Hz")
-    return bool(pre.get("do_normalize", True))
+    from speechlab.ssl.wav2vec2.checkpoint_import import wants_normalized
+
+    return wants_normalized(directory)
 
 
 def hf_labels(directory: Path) -> CtcLabels:

@@ -1,0 +1,255 @@
+"""One way to use any trained model: ``speechlab.load`` / ``transcribe`` / ``stream`` /
+``export`` and ``speechlab transcribe``, on Hugging Face directories built here with
+transformers (its own greedy decoding is the reference) and on speechlab's own models.
+(Each paper's ci-run test also exports its models and checks the package decodes as the run
+did.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+import speechlab
+from speechlab.cli import main
+from speechlab.errors import ConfigError, DataError
+
+transformers = pytest.importorskip("transformers")
+
+VOCAB = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, "E": 5, "T": 6, "A": 7, "O": 8,
+         "N": 9, "I": 10, "H": 11}
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            conv_dim=(16, 16), conv_stride=(5, 4), conv_kernel=(10, 8),
+            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2)
+
+
+def _audio(seconds: float = 2.0, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * seconds)) / 16000
+    return (0.3 * np.sin(2 * np.pi * 220 * t) * (1 + np.sin(2 * np.pi * 3 * t))
+            + 0.05 * rng.standard_normal(len(t))).astype(np.float32)
+
+
+def _hf_ctc(directory, stable: bool, lower: bool = False):
+    """A tiny random Wav2Vec2ForCTC with its processor, saved as a user's directory is."""
+    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor,
+                              Wav2Vec2ForCTC, Wav2Vec2Processor)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "vocab.json").write_text(json.dumps(VOCAB))
+    tokenizer = Wav2Vec2CTCTokenizer(str(directory / "vocab.json"), do_lower_case=lower)
+    processor = Wav2Vec2Processor(feature_extractor=Wav2Vec2FeatureExtractor(do_normalize=True),
+                                  tokenizer=tokenizer)
+    cfg = Wav2Vec2Config(**TINY, vocab_size=len(VOCAB), pad_token_id=0,
+                         do_stable_layer_norm=stable,
+                         feat_extract_norm="layer" if stable else "group")
+    torch.manual_seed(1 if stable else 0)
+    model = Wav2Vec2ForCTC(cfg).eval()
+    with torch.no_grad():  # a sharp head, so the greedy path holds words
+        model.lm_head.weight.mul_(30.0)
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return model, processor
+
+
+def _hf_greedy(model, processor, audio: np.ndarray) -> str:
+    inputs = processor(audio, sampling_rate=16000, return_tensors="pt")
+    with torch.no_grad():
+        ids = model(inputs.input_values).logits.argmax(-1)
+    return processor.batch_decode(ids)[0]
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["base-layout", "stable-layer-norm"])
+def test_a_hugging_face_ctc_directory_transcribes_as_transformers_decodes(tmp_path, stable,
+                                                                          capsys):
+    model, processor = _hf_ctc(tmp_path / "hf", stable)
+    audio = _audio()
+    reference = _hf_greedy(model, processor, audio)
+    assert reference.strip()  # the planted head emits words to compare
+    asr = speechlab.load(tmp_path / "hf")
+    assert asr.kind == "asr" and asr.normalize and not asr.streaming
+    result = asr.transcribe(audio, 16000)
+    assert result.text == reference
+    # words: the text's words, in order, with times inside the audio
+    assert " ".join(w.word for w in result.words) == " ".join(reference.split())
+    assert all(0 <= w.start < w.end <= 2.0 + 1e-6 for w in result.words)
+    # the same through the command line, from a file, as JSON
+    sf.write(tmp_path / "a.wav", audio, 16000, subtype="FLOAT")
+    assert main(["transcribe", str(tmp_path / "hf"), str(tmp_path / "a.wav"), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["file"] == str(tmp_path / "a.wav") and line["text"] == reference
+    assert line["language"] == "en" and line["lid"] is None and len(line["words"]) == len(result.words)
+    # audio at another rate is resampled to the model's
+    down = asr.transcribe(audio[::2], 8000)
+    assert isinstance(down.text, str)
+
+
+def test_hugging_face_tokenizer_options_and_special_tokens_are_honoured(tmp_path):
+    model, processor = _hf_ctc(tmp_path / "hf", stable=False, lower=True)
+    for seed in range(3):
+        audio = _audio(1.5, seed)
+        assert speechlab.load(tmp_path / "hf").transcribe(audio).text == \
+            _hf_greedy(model, processor, audio)
+
+
+def test_a_hugging_face_pretraining_directory_is_an_encoder_to_diagnose(tmp_path):
+    from lhotse import CutSet
+
+    from speechlab.testing.audio import tone_cut
+    from transformers import Wav2Vec2Config, Wav2Vec2ForPreTraining
+
+    torch.manual_seed(0)
+    Wav2Vec2ForPreTraining(Wav2Vec2Config(**TINY)).save_pretrained(tmp_path / "pt")
+    encoder = speechlab.load(tmp_path / "pt")
+    assert encoder.kind == "ssl"
+    with pytest.raises(AttributeError):
+        encoder.transcribe  # noqa: B018 (an encoder does not transcribe)
+    cuts = [tone_cut(tmp_path / f"t{i}.wav", duration=1.0, cut_id=f"t{i}") for i in range(2)]
+    CutSet.from_cuts(cuts).to_file(tmp_path / "cuts.jsonl.gz")
+    for model in ("pt",):
+        assert main(["diagnose", "attention", str(tmp_path / model), "--cuts",
+                     str(tmp_path / "cuts.jsonl.gz"), "--out", str(tmp_path / f"diag-{model}"),
+                     "--utterances", "2"]) == 0
+        assert (tmp_path / f"diag-{model}" / "attention_fig2.png").is_file()
+    # a CTC directory diagnoses too (its encoder)
+    _hf_ctc(tmp_path / "ctc", stable=False)
+    assert main(["diagnose", "attention", str(tmp_path / "ctc"), "--cuts",
+                 str(tmp_path / "cuts.jsonl.gz"), "--out", str(tmp_path / "diag-ctc"),
+                 "--utterances", "1"]) == 0
+
+
+def test_a_hugging_face_directory_exports_and_loads_elsewhere(tmp_path):
+    model, processor = _hf_ctc(tmp_path / "hf", stable=True)
+    out = speechlab.export(tmp_path / "hf", tmp_path / "pkg")
+    assert sorted(p.name for p in out.iterdir()) == ["model.safetensors", "speechlab.json"]
+    audio = _audio(1.0, 5)
+    moved = tmp_path / "elsewhere" / "pkg"
+    moved.parent.mkdir()
+    out.rename(moved)
+    assert speechlab.load(moved).transcribe(audio).text == _hf_greedy(model, processor, audio)
+    with pytest.raises(DataError, match="already exists; pass --overwrite"):
+        speechlab.export(tmp_path / "hf", moved)
+
+
+# ---------------------------------------------------------------------------------------------
+# speechlab's own streaming RNN-T
+
+
+@pytest.fixture(scope="module")
+def rnnt_run(tmp_path_factory):
+    from speechlab.testing.rnnt import untrained_run
+
+    run = untrained_run(tmp_path_factory.mktemp("rnnt") / "run", "multisoftmax_lid")
+    # sharpen the random joint so that labels get emitted at all
+    from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
+
+    path = next((run / "models" / "multisoftmax_lid").glob("ckpt-*.pt"))
+    ckpt = load_checkpoint(path)
+    ckpt.pop("format_version")
+    for k in ckpt["model"]:
+        if k.startswith("joiner.outputs."):
+            ckpt["model"][k] = ckpt["model"][k] * 8.0
+    save_checkpoint(path, **ckpt)
+    return run
+
+
+def test_streaming_equals_whole_recordings_for_any_chunks(rnnt_run):
+    from speechlab.asr.rnnt.search import decode
+    from speechlab.audio.features import fbank
+
+    asr = speechlab.load(rnnt_run / "models" / "multisoftmax_lid")
+    assert asr.kind == "asr" and asr.streaming and asr.languages == ("en", "hi")
+    audio = _audio(3.0, 2)
+    whole = asr.transcribe(audio)
+    assert whole.text and whole.language in ("en", "hi")
+    assert sum(whole.lid.values()) == pytest.approx(1.0) and set(whole.lid) == {"en", "hi"}
+    rng = np.random.default_rng(0)
+    stream = asr.stream()
+    i, partials = 0, []
+    while i < len(audio):
+        n = int(rng.integers(1, 6000))
+        stream.accept_waveform(audio[i:i + n])
+        partials.append(stream.partial)
+        i += n
+    assert stream.finish() == whole
+    assert partials[-1] == whole.text or len(partials[-1]) <= len(whole.text)
+    # with the language given, the same as decoding the utterance's features at once
+    hi = asr.transcribe(audio, language="hi")
+    feats = torch.from_numpy(fbank(audio))
+    x = asr.cmvn(feats[None], torch.tensor([len(feats)]))[0]
+    (best,) = decode(asr.model, x, torch.tensor([x.shape[1]]), "hi", asr.search)
+    assert hi.text == asr.text(best.tokens, "hi") and hi.lid is None
+    assert all(0 <= w.start <= w.end <= 3.0 + 1e-6 for w in hi.words)
+    # early stopping switches decoders off but still decides
+    stopped = asr.stream(tau=2, s_th=0.0)
+    stopped.accept_waveform(audio)
+    assert len(stopped.active) == 1
+    assert stopped.finish().language == stopped.active[0]
+
+
+def test_an_exported_rnnt_transcribes_as_its_run_model(rnnt_run, tmp_path):
+    model_dir = rnnt_run / "models" / "multisoftmax_lid"
+    audio = _audio(2.0, 3)
+    expected = speechlab.load(model_dir).transcribe(audio)
+    pkg = speechlab.export(model_dir, tmp_path / "pkg")
+    card = json.loads((pkg / "speechlab.json").read_text())
+    assert card["family"] == "rnnt" and card["kind"] == "asr" and card["languages"] == ["en", "hi"]
+    assert set(card["data"]["tokenizers"]) == {"en", "hi"} and "cmvn" in card["data"]
+    assert speechlab.load(pkg).transcribe(audio) == expected
+
+
+def test_transcribe_command_streams_with_partials_and_refuses_bad_options(rnnt_run, tmp_path,
+                                                                          capsys):
+    model_dir = rnnt_run / "models" / "multisoftmax_lid"
+    sf.write(tmp_path / "a.wav", _audio(2.0, 4), 16000)
+    assert main(["transcribe", str(model_dir), str(tmp_path / "a.wav"), "--stream",
+                 "--chunk-ms", "400", "--language", "en"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith(f"{tmp_path / 'a.wav'}\ten\t")
+    assert any(line.startswith("  [") for line in out[:-1])  # partials came first
+    for argv, message in ((["--language", "fr"], "--language 'fr'"),
+                          (["--beam", "0"], "--beam must be >= 1"),
+                          (["--method", "viterbi"], "--method 'viterbi'"),
+                          (["--tau", "nan"], "--tau must be a number")):
+        assert main(["transcribe", str(model_dir), str(tmp_path / "a.wav"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+
+
+def test_load_names_what_it_looked_for(tmp_path):
+    with pytest.raises(DataError, match="does not exist; give a speechlab package"):
+        speechlab.load(tmp_path / "nope")
+    (tmp_path / "run" / "models" / "a").mkdir(parents=True)
+    with pytest.raises(DataError, match="is a run directory; give one of its models"):
+        speechlab.load(tmp_path / "run")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="not a model speechlab can load; looked for"):
+        speechlab.load(tmp_path / "empty")
+    (tmp_path / "x.pt").write_bytes(b"")
+    with pytest.raises(DataError, match="x.pt"):
+        speechlab.load(tmp_path / "x.pt")
+    with pytest.raises(ConfigError, match="backend"):
+        speechlab.load(tmp_path, backend="tensorrt")
+
+
+def test_bad_audio_is_refused_with_one_line(rnnt_run, tmp_path):
+    model_dir = rnnt_run / "models" / "multisoftmax_lid"
+    (tmp_path / "bad.wav").write_bytes(b"RIFF nothing")
+    nan = np.full(1600, np.nan, np.float32)
+    sf.write(tmp_path / "nan.wav", nan, 16000, subtype="FLOAT")
+    for wav, message in (("bad.wav", "bad.wav"), ("nan.wav", "non-finite"),
+                         ("missing.wav", "missing.wav")):
+        r = subprocess.run([sys.executable, "-m", "speechlab", "transcribe", str(model_dir),
+                            str(tmp_path / wav)], capture_output=True, text=True)
+        assert r.returncode == 2, r.stderr
+        assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    asr = speechlab.load(model_dir)
+    with pytest.raises(DataError, match="non-finite"):
+        asr.transcribe(nan)
+    with pytest.raises(DataError, match="sample_rate"):
+        asr.transcribe(_audio(), 0)
