@@ -453,3 +453,78 @@ def scaled_total_score(emit, shift, b, graph, g, sign, need_grad, grad, floor):
             if x > least:
                 out[column[i]] += x * scale
     return True, log_z
+
+
+# --------------------------------------------------------------------------------------------
+# Building the numerator graphs
+
+
+@numba.njit(cache=True)
+def build_numerators(phones, lengths, cols, x, ctc_rule, exits, t_ptr, t_offset, t_condition):
+    """The arrays of ``graph.numerator``'s :class:`~.graph.GraphBatch` for a batch.
+
+    Args:
+        phones: (B, U) int64 phone ids 1..P, read up to ``lengths[b]``.
+        lengths: (B,) int64 U_b.
+        cols: (1 + P x,) int64 log_probs column of each token (``graph.columns``).
+        x: states per phone; ``ctc_rule``: a phone cannot follow itself without a blank.
+        exits: the states a phone may end in (``Topology.exit_states``).
+        t_ptr, t_offset, t_condition: the numerator template (``graph._template_arrays``):
+            the arcs into slot s of a block are ``t_ptr[s]:t_ptr[s+1]``, each from the node
+            ``t_offset`` away, present under ``t_condition`` (0 always, 1 after a phone,
+            2 after a phone that is not a CTC-rule repeat).
+
+    Returns:
+        column, in_ptr, in_src, out_ptr, out_dst, final, lo, hi (the shapes of GraphBatch;
+        arcs into a node in template order, out lists by source then destination).
+    """
+    batch = len(lengths)
+    lo = np.empty(batch, dtype=np.int64)
+    hi = np.empty(batch, dtype=np.int64)
+    total = 0
+    for b in range(batch):
+        lo[b] = total
+        total += lengths[b] * (x + 1) + 1
+        hi[b] = total
+    column = np.empty(total, dtype=np.int64)
+    final = np.zeros(total, dtype=np.bool_)
+    in_ptr = np.zeros(total + 1, dtype=np.int64)
+    in_src = np.empty(total * (t_ptr[-1] - t_ptr[0]), dtype=np.int64)  # trimmed below
+    arcs = 0
+    for b in range(batch):
+        num = lengths[b]
+        for k in range(num + 1):
+            base = lo[b] + k * (x + 1)
+            slots = x + 1 if k < num else 1  # block U holds hub_U only
+            repeat = ctc_rule and 1 <= k < num and phones[b, k] == phones[b, k - 1]
+            for slot in range(slots):
+                node = base + slot
+                if slot == 0:
+                    column[node] = cols[0]
+                else:
+                    column[node] = cols[1 + (phones[b, k] - 1) * x + slot - 1]
+                for j in range(t_ptr[slot], t_ptr[slot + 1]):
+                    cond = t_condition[j]
+                    if cond == 0 or (k >= 1 and (cond == 1 or not repeat)):
+                        in_src[arcs] = node + t_offset[j]
+                        arcs += 1
+                in_ptr[node + 1] = arcs
+        final[hi[b] - 1] = True  # hub_U
+        if num > 0:
+            for s in exits:  # y_U's exit states, slots 1+s of block U-1
+                final[hi[b] - 1 - (x + 1) + 1 + s] = True
+    in_src = in_src[:arcs].copy()
+
+    # The same arcs by source: a counting sort, stable in the destination.
+    out_ptr = np.zeros(total + 1, dtype=np.int64)
+    for a in range(arcs):
+        out_ptr[in_src[a] + 1] += 1
+    for i in range(total):
+        out_ptr[i + 1] += out_ptr[i]
+    fill = out_ptr[:-1].copy()
+    out_dst = np.empty(arcs, dtype=np.int64)
+    for node in range(total):
+        for a in range(in_ptr[node], in_ptr[node + 1]):
+            out_dst[fill[in_src[a]]] = node
+            fill[in_src[a]] += 1
+    return column, in_ptr, in_src, out_ptr, out_dst, final, lo, hi
