@@ -342,10 +342,10 @@ def scaled_total_score(emit, shift, b, graph, g, sign, need_grad, grad, floor):
 
     Rabiner's scaling: the emissions of frame t are scaled by ``exp(-shift[t])`` and each
     row of alpha (and beta) is divided by its largest entry, the logs of both factors summed
-    into log Z.  No exp or log per arc or node, one log per frame: about three times faster
-    than the log domain.  Its limit is the range of
-    float64: a node whose value falls below ``TINY`` (1e-290) times its row's largest would
-    lose digits or underflow.  That never happens silently: any node that a path reaches,
+    into log Z.  No exp or log per arc or node, one log per frame, and no per-arc shares:
+    on the denominator graph 1.7x faster than :func:`log_total_score` (measured at
+    (8, 300, 50, 40), S3-T2**).  Its limit is the range of float64: a node whose value falls
+    below ``TINY`` (1e-290) times its row's largest would lose digits or underflow.  That never happens silently: any node that a path reaches,
     and that can still reach a final node, is checked, and the first one below ``TINY``
     gives up (the caller then runs :func:`log_total_score`).  Until then every number is a
     sum or product of positive numbers above ``TINY``, exact to float64 rounding.
@@ -354,7 +354,7 @@ def scaled_total_score(emit, shift, b, graph, g, sign, need_grad, grad, floor):
     its epsilon node, so the spread of a row is a few times the spread of a frame's
     log-probs: it gives up only when those exceed ~200 nats, or hold -inf or NaN.
     (A numerator's rows span all alignments -- early in training, blank-only paths against
-    ones that have emitted every phone -- so it stays in the log domain.)
+    ones that have emitted every phone -- so it runs in :func:`log_total_score`.)
 
     The occupancy ``alpha_t(n) beta_t(n) / Z`` is ``a_t(n) b_t(n) / sum_m a_t(m) b_t(m)``
     over the emitting nodes m (every path is at exactly one of them after t frames), so the

@@ -75,8 +75,8 @@ def graph_loss(
     topology that output the phone sequence Y) against the token graph T alone (eq. 5, all
     paths of the topology).
 
-    How: the numerator graphs are built as arrays for the batch on every call (vectorised,
-    under a millisecond for 16 x 100 phones), the denominator once per (topology, P, blank)
+    How: the numerator graphs are built as arrays for the batch on every call (one kernel
+    call, 0.07 ms for 16 x 100 phones), the denominator once per (topology, P, blank)
     (:mod:`speechlab.asr.ctc.graph`).  The forward-backward (:mod:`._graph_numba`) runs one
     utterance at a time on the calling thread and ``torch.get_num_threads() - 1`` helper
     threads kept between calls (:func:`_run_batch`): the numerator with mantissa-exponent
@@ -284,7 +284,7 @@ def _utterance_scores(x, b, num_frames, num, den, use_den, den_factorises, need_
     An infeasible (-inf) or NaN numerator skips the denominator and leaves ``grad[b]`` zero.
     The denominator is a closed form if ``den_factorises`` (:data:`FACTORISED_DENOMINATORS`),
     else it runs in the probability domain when that is exact (:func:`scaled_total_score`),
-    else in the log domain.
+    else with the numerator's kernel (:func:`log_total_score`).
     """
     log_num = log_total_score(x, b, num_frames, num, b, -1.0, need_grad, grad, floor)
     if not use_den or not log_num > -np.inf:
