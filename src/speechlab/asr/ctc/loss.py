@@ -271,9 +271,14 @@ def _run_batch(work: Callable[[int], None], order: list[int], threads: int) -> N
                 todo.get_nowait()
             except queue.Empty:
                 break
+        # A helper not yet running has nothing left to do: on a busy machine it could be
+        # milliseconds until it is scheduled just to find that out.
+        for future in futures:
+            future.cancel()
         wait(futures)
     for future in futures:
-        future.result()
+        if not future.cancelled():
+            future.result()
 
 
 def _utterance_scores(x, b, num_frames, num, den, use_den, den_factorises, need_grad, grad,
