@@ -94,8 +94,8 @@ def _split_emissions(log_probs, b, num_frames):
             r = (x - e * LN2_HI) - e * LN2_LO
             # Rounding (or a score past 2**52 nats, where r is noise) may step out of
             # [0, ln 2]; NaN (from NaN or +-inf) passes through.
-            r = 0.0 if r < 0.0 else r
-            r = LN2 if r > LN2 else r
+            r = 0.0 if r < 0.0 else r  # noqa: FURB136 (min/max would not keep NaN)
+            r = LN2 if r > LN2 else r  # noqa: FURB136
             p = EXP_TAYLOR[17]
             for k in range(16, -1, -1):
                 p = p * r + EXP_TAYLOR[k]

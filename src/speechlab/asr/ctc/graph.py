@@ -27,7 +27,7 @@ Shape legend: B batch, U target length, P phones, x states per phone, S nodes (s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -147,7 +147,7 @@ def _numerator_template(topo: Topology) -> list[tuple[int, list[tuple[int, int]]
     return [(0, into_hub)] + [(1 + s, arcs) for s, arcs in enumerate(into)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _template_arrays(topology: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_numerator_template` as arrays for :func:`._graph_numba.build_numerators`:
     ``ptr`` (x+2,), ``offset`` and ``condition`` (K,) int64, the arcs into slot s at
