@@ -7,13 +7,19 @@ At each (B, T, V, U) shape, V is ctc_loss's vocabulary (blank + V-1 labels); top
 then has P = V-1 phones and 1 + P x outputs, so S1-T1 computes exactly what ctc_loss does
 (eq. 6; the tests check values and gradients), and the others are bigger problems on the
 same phones.  Inputs: float32 log_softmax of Gaussian logits, full-length utterances,
-random targets; the step is ``loss.sum().backward()`` (the denominator on).  Targets of the
-issue: S1-T1 within 2x of ctc_loss's time, every topology within 4x.
+random targets; the step is ``loss.sum().backward()`` (the denominator on).  Targets: S1-T1
+within 1.5x of ctc_loss's time, every topology within 3x.
 
-Table 2 (skip with --no-peaky) repeats the first shape with trained-model-like emissions
-(logits x 8, blank favoured): log-sum-exps then skip most terms, and the denominator's
-probability-domain pass must still hold (it gives up beyond ~200 nats per frame).
-Memory is what the step adds on top of its inputs (the log_probs), see ``_common``.
+The reference is ctc_loss at its faster setting: it is timed with --threads torch threads and
+with one, and the ratios divide by the smaller median.  (With two threads on a machine whose
+cores are busy with other work, torch's OpenMP threads spin against each other: measured
+32 ms per call at (8, 300, 50, 40) against 7 ms on one thread.  Dividing by that would
+flatter the graph loss.)  The graph loss always runs with --threads threads.
+
+Table 2 (skip with --no-peaky) repeats the shapes with trained-model-like emissions
+(logits x 8, blank favoured): tokens then sit tens of nats apart within a frame, and the
+denominator's probability-domain pass must still hold (it gives up beyond ~200 nats per
+frame).  Memory is what the step adds on top of its inputs (the log_probs), see ``_common``.
 """
 
 from __future__ import annotations
@@ -27,9 +33,9 @@ from _common import Measurement, format_table, measure
 SHAPES = [(8, 300, 50, 40), (16, 600, 80, 100)]
 TINY = (2, 12, 5, 3)  # warm-up shape (compiles/loads the numba kernels)
 SEED = 0
-#: Time targets against ctc_loss (the issue's): S1-T1 2x, the other topologies 4x.
-TARGET = {"S1-T1": 2.0}
-OTHER_TARGET = 4.0
+#: Time targets against ctc_loss: S1-T1 1.5x, the other topologies 3x.
+TARGET = {"S1-T1": 1.5}
+OTHER_TARGET = 3.0
 
 
 def _topologies() -> list[str]:
@@ -104,10 +110,16 @@ def check_agreement() -> float:
 def _table(shapes, peaky: bool, repeats: int, threads: int, measured: list) -> str:
     rows = []
     for shape in shapes:
-        ref = measure(setup_ctc, shape, peaky, repeats=repeats, threads=threads)
-        measured.append(ref)
-        rows.append([str(shape), "ctc_loss", f"{ref.median_ms:.1f} ({ref.min_ms:.1f})",
-                     ref.peak_extra_mb, ref.rss_default_mb, "1.0x", "1.00", ""])
+        refs = {n: measure(setup_ctc, shape, peaky, repeats=repeats, threads=n)
+                for n in sorted({threads, 1}, reverse=True)}
+        measured.extend(refs.values())
+        ref = min(refs.values(), key=lambda m: m.median_ms)
+        for n, m in refs.items():
+            rows.append([str(shape) if n == threads else "", f"ctc_loss, {n} thr",
+                         f"{m.median_ms:.1f} ({m.min_ms:.1f})", m.peak_extra_mb,
+                         m.rss_default_mb, f"{m.median_ms / ref.median_ms:.2f}x",
+                         f"{m.peak_extra_mb / max(ref.peak_extra_mb, 1e-3):.2f}",
+                         "reference" if m is ref else ""])
         for name in _topologies():
             m: Measurement = measure(setup_graph, shape, name, peaky, repeats=repeats,
                                      threads=threads)
@@ -118,7 +130,7 @@ def _table(shapes, peaky: bool, repeats: int, threads: int, measured: list) -> s
                 "", name, f"{m.median_ms:.1f} ({m.min_ms:.1f})", m.peak_extra_mb,
                 m.rss_default_mb, f"{ratio:.2f}x",
                 f"{m.peak_extra_mb / max(ref.peak_extra_mb, 1e-3):.2f}",
-                f"<= {target:.0f}x {'ok' if ratio <= target else 'MISSED'}",
+                f"<= {target:g}x {'ok' if ratio <= target else 'MISSED'}",
             ])
     return format_table(
         ["(B, T, V, U)", "method", "time ms", "mem MB", "rss MB", "time / ctc", "mem / ctc",
@@ -138,7 +150,8 @@ def main() -> None:
     print(
         f"threads={args.threads}, repeats={args.repeats}; time = median (min) ms of forward + "
         "backward; mem = peak extra live MB of one call, rss = the same with glibc's default "
-        "allocator settings (see benchmarks/_common.py)"
+        "allocator settings (see benchmarks/_common.py); ratios against the ctc_loss row "
+        "marked reference (the faster of its two thread settings)"
     )
     measured: list[Measurement] = []
     print()
@@ -146,8 +159,8 @@ def main() -> None:
     print(_table(SHAPES, False, args.repeats, args.threads, measured))
     if not args.no_peaky:
         print()
-        print("Table 2: peaky emissions (logits x 8, blank +8), first shape")
-        print(_table(SHAPES[:1], True, args.repeats, args.threads, measured))
+        print("Table 2: peaky emissions (logits x 8, blank +8)")
+        print(_table(SHAPES, True, args.repeats, args.threads, measured))
     if not all(m.exact_peak for m in measured):
         print("note: /proc/self/clear_refs not writable; memory is the peak since process start")
 
