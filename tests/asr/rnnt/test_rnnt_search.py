@@ -1,4 +1,5 @@
-"""RNN-T search: planted scorers with known answers, greedy == beam(1), per-language softmax."""
+"""RNN-T search: planted scorers with known answers, decoders batched together as searched
+alone, greedy == beam(1), per-language softmax."""
 
 import math
 import random
@@ -7,43 +8,50 @@ import pytest
 import torch
 
 from speechlab.asr.rnnt import SearchConfig, build
-from speechlab.asr.rnnt.search import decode
-from speechlab.asr.rnnt.search import BeamSearch, GreedySearch, run_frames
+from speechlab.asr.rnnt.search import TransducerSearch, best, decode
 from speechlab.errors import ConfigError
 
 VOCAB = {"en": 7, "hi": 5, "ta": 6}
 
 
 class PlantedScorer:
-    """A fake joiner+predictor: P(label | frame t, prefix) is a planted table.
+    """A fake joiner+predictor: P(label | frame t, prefix) is a planted table per decoder.
 
-    The search sees the same interface as ``TransducerScorer``; the "state" of a hypothesis is
-    its prefix and the "encoder frame" is just t.
+    The search sees the same interface as ``TransducerScorer``; a prediction "row" is just an
+    index into the prefixes seen, and the "encoder frame" of each decoder is just t.
     """
 
     blank = 0
 
-    def __init__(self, vocab_size, table=None, seed=0):
-        self.vocab_size = vocab_size
+    def __init__(self, vocab_size, table=None, seed=0, vocab_sizes=None):
+        self.vocab_sizes = tuple(vocab_sizes or (vocab_size,))
         self.table = table or {}
         self.seed = seed
+        self.prefixes = []  # row -> (decoder, prefix)
 
-    def dist(self, t, prefix):
+    def dist(self, t, prefix, decoder=0):
         if (t, prefix) in self.table:
             return self.table[(t, prefix)]
-        rng = random.Random(hash((self.seed, t, prefix)))
-        w = [rng.random() + 0.05 for _ in range(self.vocab_size)]
+        rng = random.Random(hash((self.seed, decoder, t, prefix)))
+        w = [rng.random() + 0.05 for _ in range(self.vocab_sizes[decoder])]
         return [x / sum(w) for x in w]
 
     def start(self):
-        return ()
+        self.prefixes += [(d, ()) for d in range(len(self.vocab_sizes))]
+        return list(range(len(self.prefixes) - len(self.vocab_sizes), len(self.prefixes)))
 
-    def extend(self, tokens, caches):
-        return [c + (tok,) for tok, c in zip(tokens, caches)]
+    def extend(self, rows, tokens, decoders, prefixes):
+        self.prefixes += [(d, p) for d, p in zip(decoders, prefixes)]
+        return list(range(len(self.prefixes) - len(rows), len(self.prefixes)))
 
-    def log_probs(self, enc_proj, caches):
-        t = int(enc_proj[0])
-        return torch.tensor([[math.log(p) for p in self.dist(t, c)] for c in caches], dtype=torch.float64)
+    def log_probs(self, frames, rows, decoders):
+        out = torch.full((len(rows), max(self.vocab_sizes)), -math.inf, dtype=torch.float64)
+        for i, (row, d) in enumerate(zip(rows, decoders)):
+            dec, prefix = self.prefixes[row]
+            assert dec == d
+            dist = self.dist(int(frames[d, 0]), prefix, d)
+            out[i, : len(dist)] = torch.tensor([math.log(p) for p in dist], dtype=torch.float64)
+        return out
 
 
 def frames(T):
@@ -61,16 +69,22 @@ def brute_force(scorer, T, max_symbols):
         d = scorer.dist(t, prefix)
         walk(t + 1, prefix, 0, logp + math.log(d[0]))
         if emitted < max_symbols:
-            for v in range(1, scorer.vocab_size):
+            for v in range(1, scorer.vocab_sizes[0]):
                 walk(t, prefix + (v,), emitted + 1, logp + math.log(d[v]))
 
     walk(0, (), 0, 0.0)
     return totals
 
 
-def search(cls, scorer, T, beam=4, max_symbols=2):
-    s = cls(scorer, SearchConfig(method="beam", beam=beam, max_symbols_per_frame=max_symbols))
-    return run_frames(s, s.start(), frames(T))
+def search(scorer, T, beam=4, max_symbols=2, running=None):
+    """Every decoder of ``scorer`` searched over frames 0..T-1; the beams."""
+    s = TransducerSearch(scorer, beam, max_symbols)
+    beams = s.start()
+    D = len(scorer.vocab_sizes)
+    for t in range(T):
+        beams = s.step(beams, torch.full((D, 1), float(t)), t,
+                       None if running is None else running(t))
+    return beams
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -78,12 +92,12 @@ def test_unpruned_beam_gives_exact_label_sequence_probabilities(seed):
     scorer = PlantedScorer(3, seed=seed)
     T, S = 3, 2
     exact = brute_force(scorer, T, S)
-    final = search(BeamSearch, scorer, T, beam=1000, max_symbols=S)  # > every sequence there is
-    got = {h.tokens: h.score for h in final}
+    (final,) = search(scorer, T, beam=1000, max_symbols=S)  # > every sequence there is
+    got = {h.tokens: h.score for h in final.values()}
     assert set(got) == set(exact)
     for seq, lp in exact.items():
         assert got[seq] == pytest.approx(lp, abs=1e-9)
-    assert final.best().tokens == max(exact, key=exact.get)
+    assert best(final).tokens == max(exact, key=exact.get)
 
 
 def test_planted_case_beam_finds_best_sequence_greedy_misses():
@@ -99,21 +113,32 @@ def test_planted_case_beam_finds_best_sequence_greedy_misses():
     }
     scorer = PlantedScorer(3, table)
     exact = brute_force(scorer, 2, 1)
-    best = max(exact, key=exact.get)
-    assert best == (2,)
-    assert search(GreedySearch, scorer, 2, max_symbols=1).best().tokens == (1,)
+    best_seq = max(exact, key=exact.get)
+    assert best_seq == (2,)
+    assert best(search(scorer, 2, beam=1, max_symbols=1)[0]).tokens == (1,)  # greedy
     for width in (2, 3, 8):
-        assert search(BeamSearch, scorer, 2, beam=width, max_symbols=1).best().tokens == best
+        assert best(search(scorer, 2, beam=width, max_symbols=1)[0]).tokens == best_seq
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_greedy_equals_beam_width_one_on_planted_tables(seed):
-    scorer = PlantedScorer(4, seed=seed)
-    for S in (1, 2, 3):
-        g = search(GreedySearch, scorer, 6, max_symbols=S).best()
-        b = search(BeamSearch, scorer, 6, beam=1, max_symbols=S).best()
-        assert g.tokens == b.tokens
-        assert g.score == pytest.approx(b.score, abs=1e-9)
+def test_decoders_searched_together_are_each_searched_alone(seed):
+    """Batching decoders (different vocabularies, some switched off for a while) changes no
+    decoder's beam."""
+    sizes = (4, 6, 3)
+
+    def running(t):
+        return [True, t % 3 != 1, t < 4]
+
+    for beam, S in ((1, 2), (3, 2), (5, 3)):
+        together = search(PlantedScorer(0, seed=seed, vocab_sizes=sizes), 7, beam, S, running)
+        for d in range(3):
+            alone_scorer = PlantedScorer(0, seed=seed, vocab_sizes=sizes)
+            only = search(alone_scorer, 7, beam, S,
+                          lambda t, d=d: [running(t)[i] and i == d for i in range(3)])
+            def view(beam):  # rows number prefixes per scorer: compare what they hold
+                return [(h.tokens, h.score, h.times) for h in beam.values()]
+
+            assert view(only[d]) == view(together[d])
 
 
 @pytest.mark.parametrize("variant,lang", [("mono", None), ("vanilla", None), ("onehot", "ta"),
@@ -146,15 +171,15 @@ def test_greedy_equals_beam_width_one_on_models(variant, lang):
 def test_max_symbols_per_frame_bounds_emissions():
     # A scorer that hardly ever wants blank: greedy emits exactly max_symbols labels per frame.
     scorer = PlantedScorer(3, seed=0)
-    scorer.dist = lambda t, prefix: [1e-6, 0.6, 0.4 - 1e-6]
+    scorer.dist = lambda t, prefix, decoder=0: [1e-6, 0.6, 0.4 - 1e-6]
     for S in (1, 2, 4):
-        assert len(search(GreedySearch, scorer, 5, max_symbols=S).best().tokens) == 5 * S
-        final = search(BeamSearch, scorer, 5, beam=6, max_symbols=S)
-        assert max(len(h.tokens) for h in final) <= 5 * S
+        assert len(best(search(scorer, 5, beam=1, max_symbols=S)[0]).tokens) == 5 * S
+        (final,) = search(scorer, 5, beam=6, max_symbols=S)
+        assert max(len(h.tokens) for h in final.values()) <= 5 * S
     # Without pruning the bound is exact: the longest sequence has T * S labels (and the exact
     # test above shows no alignment with more than S labels on a frame is ever scored).
-    final = search(BeamSearch, scorer, 3, beam=1000, max_symbols=2)
-    assert max(len(h.tokens) for h in final) == 6
+    (final,) = search(scorer, 3, beam=1000, max_symbols=2)
+    assert max(len(h.tokens) for h in final.values()) == 6
 
 
 def test_multisoftmax_never_emits_another_languages_symbol():

@@ -80,3 +80,24 @@ def test_lid_free_streaming_equals_whole_utterance():
             assert got.lid_posteriors[lang] == pytest.approx(whole.lid_posteriors[lang], abs=1e-9)
     chunked = decode_lid_free(model, x, DecodeConfig(search=cfg.search, early_stop=cfg.early_stop, chunk_frames=5))
     assert chunked.hypotheses == whole.hypotheses
+
+
+def test_a_long_stream_keeps_only_the_prediction_rows_its_beams_use():
+    """The prediction-network cache is compacted as a stream goes on: memory stays bounded by
+    the beams, and the result is the whole-utterance decoding's."""
+    from speechlab.asr.rnnt.search import StreamingDecoder
+
+    torch.manual_seed(5)
+    model = build("mono", {"en": 7}, "tiny").eval()
+    with torch.no_grad():
+        model.joiner.outputs[0].weight.mul_(8.0)
+    x = torch.randn(1, 900, 8)
+    cfg = SearchConfig("beam", 3, 2)
+    (whole,) = decode(model, x, torch.tensor([900]), None, cfg)
+    dec = StreamingDecoder(model, None, cfg)
+    peak = 0
+    for i in range(0, 900, 30):
+        dec.accept(x[0, i : i + 30])
+        peak = max(peak, dec.search.scorer.rows)
+    assert dec.result().tokens == whole.tokens and dec.result().times == whole.times
+    assert peak < 64 * 3 + 30 * 3 * 3 * 2  # the compaction bound plus one chunk's new rows

@@ -34,18 +34,17 @@ from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder, LidFreeResult
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, PRESETS
 from speechlab.asr.rnnt.search import (
     SEARCHES,
-    BeamSearch,
-    GreedySearch,
     StreamingDecoder,
     TransducerScorer,
-    make_search,
+    TransducerSearch,
+    search_for,
 )
 
 __all__ = [
-    "PAPER_TABLE6", "PAPER_VOCAB_SIZES", "PRESETS", "RNNT", "SEARCHES", "VARIANTS", "BeamSearch",
-    "DecodeConfig", "EarlyStopConfig", "EarlyStopper", "GreedySearch", "LidFreeDecoder",
+    "PAPER_TABLE6", "PAPER_VOCAB_SIZES", "PRESETS", "RNNT", "SEARCHES", "VARIANTS",
+    "DecodeConfig", "EarlyStopConfig", "EarlyStopper", "LidFreeDecoder",
     "LidFreeResult", "ModelDims", "RNNTConfig", "Route", "SearchConfig", "StreamingDecoder",
-    "TransducerScorer", "UnionMap", "VariantSpec", "active_frames", "build", "build_from_config",
+    "TransducerScorer", "TransducerSearch", "UnionMap", "VariantSpec", "active_frames", "build", "build_from_config",
     "count_parameters", "decode_lid_free", "format_parameter_table", "lid_ce_loss",
-    "make_search", "parameter_table", "t_avg",
+    "parameter_table", "search_for", "t_avg",
 ]

@@ -24,7 +24,7 @@ from speechlab.asr.rnnt.config import DecodeConfig
 from speechlab.asr.rnnt.early_stop import EarlyStopper
 from speechlab.asr.rnnt.early_stop import t_avg as average_decoders
 from speechlab.asr.rnnt.model import RNNT
-from speechlab.asr.rnnt.search import TransducerScorer, make_search
+from speechlab.asr.rnnt.search import Hyp, best, search_for
 from speechlab.errors import ConfigError, DataError
 
 
@@ -98,8 +98,10 @@ class LidFreeDecoder:
         self.true_language = true_language
         self.languages = model.languages
         L = len(self.languages)
-        self.searches = [make_search(TransducerScorer(model, lang), cfg.search) for lang in self.languages]
-        self.beams = [s.start() for s in self.searches]
+        # One search, one decoder per language: each step scores every language's hypotheses
+        # in one joint call and extends them in one prediction-network call.
+        self.search = search_for(model, list(self.languages), cfg.search)
+        self.beams = self.search.start()
         self.stopper = EarlyStopper(L, cfg.early_stop.tau, cfg.early_stop.s_th)
         self.posterior_sum = torch.zeros(L, dtype=torch.float64)
         self.log_posterior_sum = torch.zeros(L, dtype=torch.float64)
@@ -125,12 +127,18 @@ class LidFreeDecoder:
             running = self.stopper.step(lid[t])
             self.posterior_sum += lid[t].exp()
             self.log_posterior_sum += lid[t]
-            for i in running.nonzero().flatten().tolist():
-                self.beams[i] = self.searches[i].step(self.beams[i], enc_proj[t])
+            self.beams = self.search.step(self.beams, enc_proj[t].expand(L, -1),
+                                          self.num_frames + t, running.tolist())
         self.num_frames += enc.shape[0]
+        if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
+            self.beams = self.search.scorer.compact(self.beams)
         self.cpu_seconds += time.process_time() - start
-        return {lang: self.beams[i].best().tokens
+        return {lang: best(self.beams[i]).tokens
                 for i, lang in enumerate(self.languages) if bool(self.stopper.on[i])}
+
+    def best(self, language: str) -> Hyp:
+        """The best hypothesis so far of ``language``'s decoder."""
+        return best(self.beams[self.languages.index(language)])
 
     def finish(self) -> LidFreeResult:
         if self.num_frames == 0:
@@ -139,12 +147,12 @@ class LidFreeDecoder:
         frames = self.stopper.frames.clone()
         evidence = posteriors if self.lid_average == "posterior" else self.log_posterior_sum
         language = self.select(self.languages, evidence, frames, self.true_language)
-        best = {lang: self.beams[i].best() for i, lang in enumerate(self.languages)}
+        bests = {lang: best(self.beams[i]) for i, lang in enumerate(self.languages)}
         return LidFreeResult(
             language=language,
-            tokens=best[language].tokens,
-            hypotheses={lang: h.tokens for lang, h in best.items()},
-            scores={lang: h.score for lang, h in best.items()},
+            tokens=bests[language].tokens,
+            hypotheses={lang: h.tokens for lang, h in bests.items()},
+            scores={lang: h.score for lang, h in bests.items()},
             lid_posteriors={lang: float(posteriors[i]) for i, lang in enumerate(self.languages)},
             lid_log_scores={lang: float(self.log_posterior_sum[i]) for i, lang in enumerate(self.languages)},
             active_frames={lang: int(frames[i]) for i, lang in enumerate(self.languages)},

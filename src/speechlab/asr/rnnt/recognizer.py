@@ -112,7 +112,8 @@ class RnntRecognizer:
                 raise ConfigError(f"language {language!r}: this model knows "
                                   f"{list(self.languages)}")
             return language
-        if len(self.languages) == 1 or self.model.spec.union_vocab:
+        if len(self.languages) == 1 or (self.model.spec.union_vocab
+                                        and not self.model.spec.lang_onehot):
             return None
         if not self.lid_free:
             raise ConfigError(f"the {self.model.variant} model needs the language (one of "
@@ -220,7 +221,9 @@ class RnntStream:
             self._decoder: Any = LidFreeDecoder(model, DecodeConfig(search=search,
                                                                     early_stop=early_stop))
         else:
-            lang = None if model.spec.union_vocab or len(rec.languages) == 1 else language
+            # a pooled model without a one-hot, or a one-language model, needs no language
+            lang = language if model.spec.lang_onehot or not (
+                model.spec.union_vocab or len(rec.languages) == 1) else None
             self._decoder = StreamingDecoder(model, lang, search)
         self._finished: Transcript | None = None
 
@@ -269,12 +272,11 @@ class RnntStream:
         if self._finished is not None:
             return self._finished.text
         if not self.lid_free:
-            return self.rec.text(self._decoder.beam.best().tokens, self.language)
+            return self.rec.text(self._decoder.partial.tokens, self.language)
         lid = self.lid or {}
         running = [l for l in self.active] or list(self.rec.languages)
         lang = max(running, key=lambda l: lid.get(l, 0.0))
-        i = self.rec.languages.index(lang)
-        return self.rec.text(self._decoder.beams[i].best().tokens, lang)
+        return self.rec.text(self._decoder.best(lang).tokens, lang)
 
     def finish(self) -> Transcript:
         """The whole recording recognized; the stream takes no more audio."""
@@ -287,7 +289,7 @@ class RnntStream:
                 self._finished = Transcript("", None, self.lid, ())
                 return self._finished
             r = self._decoder.finish()
-            best = self._decoder.beams[self.rec.languages.index(r.language)].best()
+            best = self._decoder.best(r.language)
             self._finished = Transcript(
                 self.rec.text(r.tokens, r.language), r.language, dict(r.lid_posteriors),
                 self.rec.words(best.tokens, best.times, r.language),

@@ -1,191 +1,363 @@
-"""RNN-T greedy and beam search, frame-synchronous, whole-utterance and streaming.
+"""RNN-T greedy and beam search, frame-synchronous, batched over every hypothesis of every
+decoder, whole-utterance and streaming.
 
-Every search here consumes one encoder frame per ``step``; that one interface serves
-whole-utterance decoding, streaming (frames arrive chunk by chunk) and the LID-free decoder
-(one search per language advanced frame by frame, see ``multilingual_decode``).
+One :class:`TransducerSearch` advances several *decoders* at once, frame by frame: the
+decoders of every language of a LID-free multi-softmax model (Sec. 4.2 of the paper, on one
+encoder pass), or one decoder per utterance of a batch. On each emission step of a frame it
+makes one joint-network call for every live hypothesis of every decoder
+(:meth:`TransducerScorer.log_probs`) and one prediction-network call for every hypothesis that
+emitted a label (:meth:`TransducerScorer.extend`), whose outputs are cached by label prefix: a
+prefix reached again (two alignments of the same labels) costs nothing. Python only keeps the
+bookkeeping: which label sequences are alive and their scores.
 
 Beam search is time-synchronous with label-prefix merging (in the spirit of Saon et al. 2020,
 ref. [9] of the multi-softmax paper): on each frame, hypotheses either take blank (they have
 consumed the frame) or emit a label and stay on it, at most ``max_symbols_per_frame`` times.
-Hypotheses reaching the same label sequence by different alignments are merged by log-add
-(``speechlab.search.Beam``). Both kinds share one budget of ``beam`` hypotheses per emission
-step, so with ``beam=1`` it makes exactly the greedy choices: each step keeps the single most
-probable extension, blank included.
+Hypotheses reaching the same label sequence by different alignments are merged by log-add,
+keeping the more probable path's alignment. Both kinds share one budget of ``beam``
+hypotheses per emission step, so with ``beam=1`` it makes exactly the greedy choices: each step
+keeps the single most probable extension, blank winning ties; greedy search *is* beam 1.
 
-A scorer decodes with one language's softmax only: a multi-softmax model can never emit another
-language's label, and its output ids are local to that language.
+A decoder decodes with its language's softmax only: a multi-softmax model can never emit
+another language's label, and its output ids are local to that language.
 
-Shapes: T frames, J joint dim, V vocabulary, N hypotheses, F feature dim.
+Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature dim.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import torch
 from torch import Tensor
+from torch.nn import functional as F
 
 from speechlab.asr.rnnt.config import SearchConfig
 from speechlab.asr.rnnt.model import RNNT, Language
 from speechlab.errors import ConfigError, DataError
-from speechlab.search import Beam, Hypothesis, topk_together
+from speechlab.search import log_add, select
 
-
-@dataclass(frozen=True)
-class PredictorCache:
-    """Per-hypothesis predictor result: ``W_p pred`` (J,) and LSTM state h, c (layers, D)."""
-
-    proj: Tensor
-    h: Tensor
-    c: Tensor
-
-
-class TransducerScorer:
-    """One language's view of an RNN-T for search: label steps and joint log-probabilities."""
-
-    def __init__(self, model: RNNT, language: str | None = None) -> None:
-        self.model = model
-        self.language = language
-        self.route = model.route(language)
-        self.blank = model.blank
-        self.vocab_size = self.route.vocab_size
-        ids = model.language_ids(language, 1)
-        p = next(model.parameters())
-        self.cond = model.language_onehot(ids, p.device)  # (1, L) for the onehot variant, else None
-
-    def _cond_rows(self, n: int) -> Tensor | None:
-        return None if self.cond is None else self.cond.expand(n, -1)
-
-    def start(self) -> PredictorCache:
-        """The predictor after the start symbol (blank), as in training."""
-        h, c = self.model.predictor.init_state(1)
-        return self._step(torch.tensor([self.blank]), h, c)[0]
-
-    def extend(self, tokens: Sequence[int], caches: Sequence[PredictorCache]) -> list[PredictorCache]:
-        """Feed ``tokens[i]`` to hypothesis ``i``; one batched predictor step for all."""
-        h = torch.stack([c.h for c in caches], dim=1)
-        c = torch.stack([c.c for c in caches], dim=1)
-        return self._step(torch.tensor(list(tokens)), h, c)
-
-    def _step(self, tokens: Tensor, h: Tensor, c: Tensor) -> list[PredictorCache]:
-        device = h.device
-        out, (h, c) = self.model.predictor.step(tokens.to(device), (h, c), self.route.table,
-                                                self.route.net, self._cond_rows(len(tokens)))
-        proj = self.model.joiner.project_predictor(out)
-        return [PredictorCache(proj[i], h[:, i], c[:, i]) for i in range(len(tokens))]
-
-    def log_probs(self, enc_proj: Tensor, caches: Sequence[PredictorCache]) -> Tensor:
-        """enc_proj (J,) one projected encoder frame -> log P(label | frame, hyp) (N, V)."""
-        pred = torch.stack([c.proj for c in caches])
-        logits = self.model.joiner.joint(enc_proj[None, :], pred, self.route.head)
-        return torch.log_softmax(logits.float(), dim=-1)
-
-
-class Search(Protocol):
-    """A frame-synchronous search: ``start()``, then ``step`` once per encoder frame."""
-
-    scorer: TransducerScorer
-
-    def start(self) -> Beam: ...
-
-    def step(self, beam: Beam, enc_proj: Tensor) -> Beam: ...
-
-
-class GreedySearch:
-    """Most probable label on each emission step; at most ``max_symbols_per_frame`` per frame."""
-
-    def __init__(self, scorer: TransducerScorer, cfg: SearchConfig) -> None:
-        self.scorer = scorer
-        self.max_symbols = cfg.max_symbols_per_frame
-        self.frame = 0  # frames stepped since start(): each label's emission frame
-
-    def start(self) -> Beam:
-        self.frame = 0
-        return Beam([Hypothesis((), 0.0, self.scorer.start())])
-
-    def step(self, beam: Beam, enc_proj: Tensor) -> Beam:
-        hyp = beam.best()
-        blank = self.scorer.blank
-        t, self.frame = self.frame, self.frame + 1
-        for _ in range(self.max_symbols):
-            lp = self.scorer.log_probs(enc_proj, [hyp.state])[0]
-            v = int(lp.argmax())  # first of equals: blank wins a tie
-            if v == blank:
-                return Beam([hyp.rescore(float(lp[blank]))])
-            hyp = hyp.extend(v, float(lp[v]), self.scorer.extend([v], [hyp.state])[0], time=t)
-        # Label budget spent: the frame ends with blank, scored, so the score stays the
-        # log-probability of one alignment (as in beam search).
-        lp = self.scorer.log_probs(enc_proj, [hyp.state])[0]
-        return Beam([hyp.rescore(float(lp[blank]))])
-
-
-class BeamSearch:
-    """Time-synchronous beam search with label-prefix merging (see the module docstring)."""
-
-    def __init__(self, scorer: TransducerScorer, cfg: SearchConfig) -> None:
-        self.scorer = scorer
-        self.beam = cfg.beam
-        self.max_symbols = cfg.max_symbols_per_frame
-        self.frame = 0  # frames stepped since start(): each label's emission frame
-
-    def start(self) -> Beam:
-        self.frame = 0
-        return Beam([Hypothesis((), 0.0, self.scorer.start())])
-
-    def step(self, beam: Beam, enc_proj: Tensor) -> Beam:
-        blank = self.scorer.blank
-        t, self.frame = self.frame, self.frame + 1
-        finished = Beam()  # have consumed this frame (took blank)
-        active = list(beam)  # still emitting on this frame
-        for s in range(self.max_symbols + 1):
-            if not active:
-                break
-            lp = self.scorer.log_probs(enc_proj, [h.state for h in active])
-            blank_lp = lp[:, blank].tolist()
-            for h, b in zip(active, blank_lp):
-                finished.add(h.rescore(b))
-            if s == self.max_symbols:
-                break
-            labels = Beam()
-            k = min(self.beam, self.scorer.vocab_size - 1)
-            nb = torch.cat([lp[:, :blank], lp[:, blank + 1:]], dim=1)  # non-blank columns
-            vals, cols = nb.topk(k, dim=1)
-            for h, vs, cs in zip(active, vals.tolist(), cols.tolist()):
-                for v, col in zip(vs, cs):
-                    tok = col + (col >= blank)
-                    labels.add(h.extend(tok, v, h.state, time=t))
-            finished, labels = topk_together([finished, labels], self.beam)
-            survivors = list(labels)
-            if survivors:
-                # Only the survivors pay for a predictor step; until then state is the parent's.
-                caches = self.scorer.extend([h.tokens[-1] for h in survivors], [h.state for h in survivors])
-                survivors = [dataclasses.replace(h, state=c) for h, c in zip(survivors, caches)]
-            active = survivors
-        return finished.topk(self.beam)
-
-
-SEARCHES: dict[str, Callable[[TransducerScorer, SearchConfig], Search]] = {
-    "greedy": GreedySearch,
-    "beam": BeamSearch,
+#: search method -> the beam width it searches with (greedy is beam search of width 1).
+SEARCHES: dict[str, Callable[[SearchConfig], int]] = {
+    "greedy": lambda cfg: 1,
+    "beam": lambda cfg: cfg.beam,
 }
 
 
-def make_search(scorer: TransducerScorer, cfg: SearchConfig) -> Search:
+def beam_width(cfg: SearchConfig) -> int:
     try:
-        factory = SEARCHES[cfg.method]
+        return SEARCHES[cfg.method](cfg)
     except KeyError:
-        raise ConfigError(f"unknown search method {cfg.method!r}; choose one of {list(SEARCHES)}") from None
-    return factory(scorer, cfg)
+        raise ConfigError(f"unknown search method {cfg.method!r}; choose one of "
+                          f"{list(SEARCHES)}") from None
 
 
-def run_frames(search: Search, beam: Beam, enc_proj: Tensor) -> Beam:
-    """Advance ``search`` over enc_proj (T,J) frame by frame."""
-    for t in range(enc_proj.shape[0]):
-        beam = search.step(beam, enc_proj[t])
-    return beam
+@dataclass(frozen=True)
+class Hyp:
+    """One label sequence alive in a decoder: ``score`` its log probability (summed over the
+    alignments merged into it), ``times`` the encoder frame each label was emitted on (of the
+    most probable alignment), ``row`` where the scorer keeps the prediction network's output
+    after its labels."""
+
+    tokens: tuple[int, ...]
+    score: float
+    times: tuple[int, ...] = ()
+    row: int = -1
+
+
+Beam = dict[tuple[int, ...], Hyp]  # label sequence -> its hypothesis, in insertion order
+
+
+class Scorer(Protocol):
+    """What the search needs of a model, for all decoders at once."""
+
+    blank: int
+    vocab_sizes: tuple[int, ...]  # per decoder
+
+    def start(self) -> list[int]:
+        """Per decoder, the row of the prediction network after the start symbol."""
+        ...
+
+    def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
+        """frames (D, J) each decoder's current projected encoder frame -> (N, V_max)
+        log P(label) of hypothesis i (prediction row ``rows[i]``, decoder ``decoders[i]``);
+        columns beyond a decoder's vocabulary are -inf."""
+        ...
+
+    def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
+               prefixes: Sequence[tuple[int, ...]]) -> list[int]:
+        """Rows after feeding ``tokens[i]`` to hypothesis i (whose labels, ``tokens[i]``
+        included, are ``prefixes[i]``)."""
+        ...
+
+
+def _add(beam: Beam, hyp: Hyp) -> None:
+    """Add ``hyp``; a label sequence already there is merged by log-add, keeping the state and
+    alignment of the more probable of the two."""
+    old = beam.get(hyp.tokens)
+    if old is None:
+        beam[hyp.tokens] = hyp
+    else:
+        best = hyp if hyp.score > old.score else old
+        beam[hyp.tokens] = Hyp(best.tokens, log_add(old.score, hyp.score), best.times, best.row)
+
+
+def _topk(beam: Beam, k: int) -> Beam:
+    """The ``k`` best of a beam: all, in order, if there are at most ``k``; else best first,
+    ties by position (:func:`speechlab.search.select`)."""
+    if len(beam) <= k:
+        return beam
+    hyps = list(beam.values())
+    return {hyps[i].tokens: hyps[i] for i in select([h.score for h in hyps], k).tolist()}
+
+
+class TransducerSearch:
+    """Greedy (``beam=1``) or beam search over several decoders of one :class:`Scorer`."""
+
+    def __init__(self, scorer: Scorer, beam: int, max_symbols_per_frame: int) -> None:
+        if beam < 1 or max_symbols_per_frame < 1:
+            raise ConfigError(f"beam and max_symbols_per_frame must be >= 1, got {beam}, "
+                              f"{max_symbols_per_frame}")
+        self.scorer = scorer
+        self.beam = beam
+        self.max_symbols = max_symbols_per_frame
+
+    def start(self) -> list[Beam]:
+        """One beam per decoder, holding the empty label sequence."""
+        return [{(): Hyp((), 0.0, (), row)} for row in self.scorer.start()]
+
+    def step(self, beams: list[Beam], frames: Tensor, t: int,
+             running: Sequence[bool] | None = None) -> list[Beam]:
+        """Consume encoder frame ``t`` (frames (D, J): each decoder's projection of it) in
+        the decoders that are ``running`` (all if None); the others keep their beams."""
+        D = len(beams)
+        on = [True] * D if running is None else [bool(r) for r in running]
+        blank = self.scorer.blank
+        sizes = self.scorer.vocab_sizes
+        finished: list[Beam] = [{} for _ in range(D)]  # have consumed this frame (took blank)
+        active: list[list[Hyp]] = [list(beams[d].values()) if on[d] else [] for d in range(D)]
+        for s in range(self.max_symbols + 1):
+            flat = [(d, h) for d in range(D) for h in active[d]]
+            if not flat:
+                break
+            lp = self.scorer.log_probs(frames, [h.row for _, h in flat], [d for d, _ in flat])
+            for (d, h), b in zip(flat, lp[:, blank].tolist()):
+                _add(finished[d], Hyp(h.tokens, h.score + b, h.times, h.row))
+            if s == self.max_symbols:
+                break
+            # Each hypothesis's best labels; a label sequence arises once per step (active
+            # hypotheses differ), so the candidates need no merging: they are ranked with the
+            # finished hypotheses as numbers, and only the kept ones become hypotheses.
+            lp[:, blank] = float("-inf")
+            vals, cols = lp.topk(min(self.beam, max(sizes) - 1), dim=1)
+            scores = torch.tensor([h.score for _, h in flat], dtype=torch.float64)
+            cand = (scores[:, None] + vals.double()).tolist()
+            cols_l = cols.tolist()
+            ranked: list[list[tuple]] = [[] for _ in range(D)]
+            for d in range(D):
+                ranked[d] = [(-h.score, 0, j, h) for j, h in enumerate(finished[d].values())]
+            position = [0] * D
+            for i, (d, h) in enumerate(flat):
+                for m in range(min(self.beam, sizes[d] - 1)):
+                    ranked[d].append((-cand[i][m], 1, position[d], (h, cols_l[i][m], cand[i][m])))
+                    position[d] += 1
+            survivors: list[tuple[int, Hyp]] = []
+            for d in range(D):
+                if not on[d]:
+                    continue
+                kept = sorted(ranked[d], key=lambda x: x[:3])[: self.beam]
+                finished[d] = {h.tokens: h for _, group, _, h in kept if group == 0}
+                for _, group, _, item in kept:
+                    if group == 1:
+                        h, tok, score = item
+                        survivors.append((d, Hyp(h.tokens + (tok,), score, h.times + (t,), h.row)))
+            # Only the survivors pay for a prediction-network step; until then a label
+            # hypothesis points at its parent's row.
+            rows = self.scorer.extend([h.row for _, h in survivors],
+                                      [h.tokens[-1] for _, h in survivors],
+                                      [d for d, _ in survivors],
+                                      [h.tokens for _, h in survivors]) if survivors else []
+            active = [[] for _ in range(D)]
+            for (d, h), row in zip(survivors, rows):
+                active[d].append(Hyp(h.tokens, h.score, h.times, row))
+        return [_topk(finished[d], self.beam) if on[d] else beams[d] for d in range(D)]
+
+
+def best(beam: Beam) -> Hyp:
+    """The most probable hypothesis of a beam (the first of equals)."""
+    if not beam:
+        raise ValueError("best() of an empty beam")
+    return max(beam.values(), key=lambda h: h.score)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model as a scorer
+
+
+class TransducerScorer:
+    """An RNN-T's joint and prediction networks for a set of decoders, one per ``languages``
+    entry (a language, or None for a model that needs none), each with its own softmax; the
+    prediction network's outputs are kept by (decoder, label prefix).
+
+    Every decoder's output layer lives in one matrix (the concatenated heads), so a joint step
+    for all hypotheses of all decoders is one matrix product; each row then reads its own
+    decoder's columns. Embedding tables are concatenated likewise, so one lookup serves every
+    decoder; the LSTM stacks are stepped once per stack in use (one, but for the LSP variant).
+    """
+
+    def __init__(self, model: RNNT, languages: Sequence[str | None]) -> None:
+        self.model = model
+        self.blank = model.blank
+        p = next(model.parameters())
+        routes = [model.route(lang) for lang in languages]
+        self.vocab_sizes = tuple(r.vocab_size for r in routes)
+        self.nets = [r.net for r in routes]
+        joiner, predictor = model.joiner, model.predictor
+        heads = [joiner.outputs[h] for h in range(len(joiner.outputs))]
+        starts = [0]
+        for head in heads:
+            starts.append(starts[-1] + head.out_features)
+        # one more output, always -inf: where a decoder's vocabulary ends
+        self._weight = torch.cat([*[h.weight for h in heads],
+                                  torch.zeros(1, heads[0].in_features, dtype=p.dtype)]).detach()
+        self._bias = torch.cat([*[h.bias for h in heads],
+                                torch.full((1,), float("-inf"), dtype=p.dtype)]).detach()
+        v_max = max(self.vocab_sizes)
+        pad = starts[-1]
+        self._columns = torch.tensor([[starts[r.head] + v if v < r.vocab_size else pad
+                                       for v in range(v_max)] for r in routes])
+        ids = model.language_ids(list(languages), len(languages)) if model.spec.lang_onehot \
+            else None
+        cond = model.language_onehot(ids, p.device)  # (D, L) for the onehot variant
+        # The first LSTM layer's input gates of every label a decoder can feed (its embedding,
+        # its language one-hot, both biases), worked out once: a prediction step then starts
+        # from a lookup. Rows of decoder d start at _first_offset[d].
+        first, offsets = [], [0]
+        with torch.inference_mode():
+            for d, r in enumerate(routes):
+                lstm = predictor.lstms[r.net]
+                x = predictor.embeddings[r.table].weight
+                if cond is not None:
+                    x = torch.cat([x, cond[d].expand(x.shape[0], -1).to(x.dtype)], dim=1)
+                first.append(F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0))
+                offsets.append(offsets[-1] + x.shape[0])
+        self._first = torch.cat(first)
+        self._first_offset = torch.tensor(offsets[:-1])
+        # Deeper layers: [input, h] against [W_ih, W_hh] in one product.
+        self._deeper = [[(torch.cat([getattr(lstm, f"weight_ih_l{k}"),
+                                     getattr(lstm, f"weight_hh_l{k}")], dim=1).detach(),
+                          (getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")).detach())
+                         for k in range(1, lstm.num_layers)] for lstm in predictor.lstms]
+        self._recurrent = [lstm.weight_hh_l0.detach() for lstm in predictor.lstms]
+        J, H = joiner.pred_proj.out_features, predictor.output_dim
+        self._proj = torch.empty(0, J, dtype=p.dtype)
+        self._h = torch.empty(predictor.num_layers, 0, H, dtype=p.dtype)
+        self._c = torch.empty(predictor.num_layers, 0, H, dtype=p.dtype)
+        self._size = 0
+        self._cache: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    def _append(self, proj: Tensor, h: Tensor, c: Tensor) -> list[int]:
+        n = proj.shape[0]
+        if self._size + n > self._proj.shape[0]:  # grow by doubling
+            cap = max(64, 2 * (self._size + n))
+            self._proj = torch.cat([self._proj[: self._size],
+                                    proj.new_empty(cap - self._size, proj.shape[1])])
+            self._h = torch.cat([self._h[:, : self._size],
+                                 h.new_empty(h.shape[0], cap - self._size, h.shape[2])], dim=1)
+            self._c = torch.cat([self._c[:, : self._size],
+                                 c.new_empty(c.shape[0], cap - self._size, c.shape[2])], dim=1)
+        rows = list(range(self._size, self._size + n))
+        self._proj[self._size: self._size + n] = proj
+        self._h[:, self._size: self._size + n] = h
+        self._c[:, self._size: self._size + n] = c
+        self._size += n
+        return rows
+
+    @torch.inference_mode()
+    def _steps(self, tokens: Tensor, h: Tensor, c: Tensor, decoders: Tensor
+               ) -> tuple[Tensor, Tensor, Tensor]:
+        """One prediction-network step for each row (its decoder's table and stack): the
+        LSTM recurrence of ``nn.LSTM`` (gates i, f, g, o), written out so that the first
+        layer's input product is a lookup."""
+        gates0 = self._first[tokens + self._first_offset[decoders]]
+        out = torch.empty(len(tokens), h.shape[2], dtype=h.dtype)
+        h2, c2 = torch.empty_like(h), torch.empty_like(c)
+        nets = [self.nets[int(d)] for d in decoders]
+        for net in sorted(set(nets)):  # one pass per LSTM stack in use (LSP: per language)
+            idx = torch.tensor([i for i, n in enumerate(nets) if n == net])
+            x, hn, cn = _cell(torch.addmm(gates0[idx], h[0, idx], self._recurrent[net].T),
+                              c[0, idx])
+            h2[0, idx], c2[0, idx] = hn, cn
+            for k, (w, b) in enumerate(self._deeper[net], start=1):
+                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h[k, idx]], dim=1), w.T),
+                                  c[k, idx])
+                h2[k, idx], c2[k, idx] = hn, cn
+            out[idx] = x
+        return self.model.joiner.project_predictor(out), h2, c2
+
+    def start(self) -> list[int]:
+        D = len(self.vocab_sizes)
+        zero = torch.zeros(self._h.shape[0], D, self._h.shape[2], dtype=self._h.dtype)
+        proj, h, c = self._steps(torch.full((D,), self.blank), zero, zero.clone(),
+                                 torch.arange(D))
+        rows = self._append(proj, h, c)
+        for d, row in enumerate(rows):
+            self._cache[(d, ())] = row
+        return rows
+
+    @torch.inference_mode()
+    def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
+        dec = torch.tensor(decoders)
+        hidden = torch.tanh(frames[dec] + self._proj[torch.tensor(rows)])
+        logits = F.linear(hidden, self._weight, self._bias)
+        return torch.log_softmax(logits.gather(1, self._columns[dec]).float(), dim=-1)
+
+    def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
+               prefixes: Sequence[tuple[int, ...]]) -> list[int]:
+        out = [self._cache.get((d, p), -1) for d, p in zip(decoders, prefixes)]
+        todo = [i for i, r in enumerate(out) if r < 0]
+        if todo:
+            parent = torch.tensor([rows[i] for i in todo])
+            proj, h, c = self._steps(torch.tensor([tokens[i] for i in todo]),
+                                     self._h[:, parent], self._c[:, parent],
+                                     torch.tensor([decoders[i] for i in todo]))
+            for i, row in zip(todo, self._append(proj, h, c)):
+                out[i] = row
+                self._cache[(decoders[i], prefixes[i])] = row
+        return out
+
+    def compact(self, beams: list[Beam]) -> list[Beam]:
+        """Keep only the rows the beams use (a long stream would otherwise keep every prefix
+        it ever saw); returns the beams with their rows renumbered."""
+        live = sorted({h.row for b in beams for h in b.values()})
+        new_of = {old: new for new, old in enumerate(live)}
+        idx = torch.tensor(live, dtype=torch.long)
+        self._proj = self._proj[idx].clone()
+        self._h, self._c = self._h[:, idx].clone(), self._c[:, idx].clone()
+        self._size = len(live)
+        self._cache = {k: new_of[r] for k, r in self._cache.items() if r in new_of}
+        return [{t: replace(h, row=new_of[h.row]) for t, h in b.items()} for b in beams]
+
+    @property
+    def rows(self) -> int:
+        return self._size
+
+
+def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, h, c
+
+
+def search_for(model: RNNT, languages: Sequence[str | None], cfg: SearchConfig
+               ) -> TransducerSearch:
+    """The search ``cfg`` asks for over one decoder per ``languages`` entry."""
+    return TransducerSearch(TransducerScorer(model, languages), beam_width(cfg),
+                            cfg.max_symbols_per_frame)
 
 
 def _row_languages(language: Language, batch: int) -> list[str | None]:
@@ -199,8 +371,9 @@ def _row_languages(language: Language, batch: int) -> list[str | None]:
 
 @torch.inference_mode()
 def decode(model: RNNT, x: Tensor, x_lens: Tensor, language: Language = None,
-           cfg: SearchConfig = SearchConfig()) -> list[Hypothesis]:
-    """Whole utterances: x (B,T,F), x_lens (B,) -> best hypothesis per row.
+           cfg: SearchConfig = SearchConfig()) -> list[Hyp]:
+    """Whole utterances: x (B,T,F), x_lens (B,) -> best hypothesis per row, all rows searched
+    together (one decoder each).
 
     ``language`` is one name, one per row, or None for models that need none (mono, vanilla).
     Token ids are local to the language for mono/multi-softmax models, union ids otherwise.
@@ -208,12 +381,12 @@ def decode(model: RNNT, x: Tensor, x_lens: Tensor, language: Language = None,
     """
     enc, enc_lens = model.encode(x, x_lens, language)
     enc_proj = model.joiner.project_encoder(enc)
-    out = []
-    for b, lang in enumerate(_row_languages(language, x.shape[0])):
-        search = make_search(TransducerScorer(model, lang), cfg)
-        beam = run_frames(search, search.start(), enc_proj[b, : int(enc_lens[b])])
-        out.append(beam.best())
-    return out
+    search = search_for(model, _row_languages(language, x.shape[0]), cfg)
+    beams = search.start()
+    lens = enc_lens.tolist()
+    for t in range(max(lens, default=0)):
+        beams = search.step(beams, enc_proj[:, t], t, [t < n for n in lens])
+    return [best(b) for b in beams]
 
 
 class StreamingDecoder:
@@ -223,23 +396,32 @@ class StreamingDecoder:
     result equals :func:`decode` on the whole utterance for any chunking.
     """
 
-    def __init__(self, model: RNNT, language: str | None = None, cfg: SearchConfig = SearchConfig()) -> None:
+    def __init__(self, model: RNNT, language: str | None = None,
+                 cfg: SearchConfig = SearchConfig()) -> None:
         self.model = model
         self.language = language
-        self.search = make_search(TransducerScorer(model, language), cfg)
+        self.search = search_for(model, [language], cfg)
         self.state = model.init_state(1)
-        self.beam = self.search.start()
+        self.beams = self.search.start()
         self.frames = 0  # encoder frames consumed
 
     @torch.inference_mode()
     def accept(self, feats: Tensor) -> tuple[int, ...]:
         """feats (T,F) the next chunk -> the best partial label sequence so far."""
         lens = torch.tensor([feats.shape[0]])
-        enc, enc_lens, self.state = self.model.streaming_encode(feats[None], lens, self.state, self.language)
+        enc, enc_lens, self.state = self.model.streaming_encode(feats[None], lens, self.state,
+                                                                self.language)
         enc_proj = self.model.joiner.project_encoder(enc[0, : int(enc_lens[0])])
-        self.beam = run_frames(self.search, self.beam, enc_proj)
+        for t in range(enc_proj.shape[0]):
+            self.beams = self.search.step(self.beams, enc_proj[t][None], self.frames + t)
         self.frames += enc_proj.shape[0]
-        return self.beam.best().tokens
+        if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
+            self.beams = self.search.scorer.compact(self.beams)
+        return best(self.beams[0]).tokens
 
-    def result(self) -> Hypothesis:
-        return self.beam.best()
+    @property
+    def partial(self) -> Hyp:
+        return best(self.beams[0])
+
+    def result(self) -> Hyp:
+        return best(self.beams[0])
