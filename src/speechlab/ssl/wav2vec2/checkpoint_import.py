@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from speechlab.errors import DataError
 from speechlab.train.checkpoint import check_weight
+from speechlab.utils import read_json
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
 
@@ -421,17 +422,12 @@ def wants_normalized(path: str | Path) -> bool:
     """Whether the model at ``path`` reads each recording normalized to zero mean and unit
     variance: a Hugging Face directory's ``do_normalize`` (its preprocessor config; transformers'
     default True), a package's card; speechlab's and fairseq's own models read raw audio."""
-    import json
-
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
         pre_path = path / "preprocessor_config.json"
         if not pre_path.is_file():
             return True
-        try:
-            pre = json.loads(pre_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"{pre_path}: not valid JSON ({e})") from None
+        pre = read_json(pre_path, "Hugging Face preprocessor config")
         if not isinstance(pre, dict):
             raise DataError(f"{pre_path}: expected a JSON object")
         if pre.get("sampling_rate", 16000) != 16000:
