@@ -72,7 +72,7 @@ class CtcTask:
             raise DataError("no training utterances with phone targets")
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._text = {u.id: u.text for u in [*self.train, *self.dev]}
-        self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
+        self.spec_augment = SpecAugment(SpecAugmentConfig()) if cfg.spec_augment else None
 
     def batches(self) -> MapBatches:
         sampler = BucketBatches(durations=[u.num_frames for u in self.train],
