@@ -229,6 +229,14 @@ def bounded(kind: type, *, ge: float | None = None, gt: float | None = None,
     return parse
 
 
+def command_group(subparsers: argparse._SubParsersAction, name: str, help: str, *,
+                  dest: str, metavar: str = "ACTION") -> argparse._SubParsersAction:
+    """``speechlab NAME ACTION ...``: a command made of actions, one of which must be given;
+    returns the subparsers to add the actions to (their choice lands in ``args.<dest>``)."""
+    group = subparsers.add_parser(name, help=help)
+    return group.add_subparsers(dest=dest, metavar=metavar, required=True)
+
+
 class FieldError(ConfigError):
     """A config field whose value is out of its declared range."""
 
