@@ -91,8 +91,7 @@ def run_build_tokenizers(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers) -> None:
-    fsub = command_group(subparsers, "features", "fbank features and CMVN statistics",
-                         dest="features_command")
+    fsub = command_group(subparsers, "features", "fbank features and CMVN statistics")
 
     p = fsub.add_parser("compute", help="compute (or reuse) the fbank cache of a cuts manifest")
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")
@@ -112,8 +111,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=run_cmvn, outputs={"out": "file"})
 
-    tsub = command_group(subparsers, "text", "tokenizers built from transcripts",
-                         dest="text_command")
+    tsub = command_group(subparsers, "text", "tokenizers built from transcripts")
     p = tsub.add_parser("build-tokenizers",
                         help="one grapheme tokenizer JSON per language plus the union")
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")

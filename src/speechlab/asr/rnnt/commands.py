@@ -151,8 +151,7 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    rsub = command_group(sub, "rnnt", "multi-softmax RNN-T: parameter counts, streaming decoding",
-                         dest="rnnt_command")
+    rsub = command_group(sub, "rnnt", "multi-softmax RNN-T: parameter counts, streaming decoding")
 
     q = rsub.add_parser("params", help="parameter counts of the six variants vs. Table 6")
     q.add_argument("--preset", default="paper")
