@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from speechlab.asr.data import with_labels
 from speechlab.config import check_fields, ranged
-from speechlab.errors import DataError
 from speechlab.ssl.wav2vec2.masking import span_mask
 from speechlab.train.sampler import BucketBatches, MapBatches
 
@@ -95,10 +95,7 @@ class FinetuneTask:
                  seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
         self.cfg = cfg
         self.text_of = text_of
-        self.train = [u for u in train if u.tokens]
-        self.dev = [u for u in dev if u.tokens][: cfg.valid_utterances]
-        if not self.train:
-            raise DataError("fine-tuning needs at least one training utterance with labels")
+        self.train, self.dev = with_labels(train, dev, cfg.valid_utterances, labels="labels")
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.step = 0
 
