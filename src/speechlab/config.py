@@ -229,6 +229,15 @@ def bounded(kind: type, *, ge: float | None = None, gt: float | None = None,
     return parse
 
 
+def command_group(subparsers: argparse._SubParsersAction, name: str, help: str, *,
+                  dest: str | None = None, metavar: str = "ACTION") -> argparse._SubParsersAction:
+    """``speechlab NAME ACTION ...``: a command made of actions, one of which must be given;
+    returns the subparsers to add the actions to (the choice lands in ``args.<dest>``,
+    ``NAME_command`` by default)."""
+    group = subparsers.add_parser(name, help=help)
+    return group.add_subparsers(dest=dest or f"{name}_command", metavar=metavar, required=True)
+
+
 class FieldError(ConfigError):
     """A config field whose value is out of its declared range."""
 

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechlab.audio.transforms import FrameStacker, GlobalCMVN, SpecAugment
+from speechlab.audio.transforms import FrameStacker, GlobalCMVN, SpecAugment, SpecAugmentConfig
 from speechlab.errors import DataError
 
 
@@ -97,8 +97,8 @@ def test_specaugment_bounds_and_determinism():
     lens = torch.randint(20, T + 1, (B,))
     lens[0] = T
     x = torch.ones(B, T, D)
-    aug = SpecAugment(num_freq_masks=2, freq_mask_width=7, num_time_masks=3, time_mask_width=10,
-                      time_mask_max_ratio=0.1).train()
+    aug = SpecAugment(SpecAugmentConfig(num_freq_masks=2, freq_mask_width=7, num_time_masks=3,
+                                        time_mask_width=10, time_mask_max_ratio=0.1)).train()
     y, y_lens = aug(x, lens, generator=torch.Generator().manual_seed(5))
     assert y_lens is lens and y.shape == x.shape
     assert (x == 1).all()  # input untouched
@@ -131,7 +131,7 @@ def test_specaugment_time_warp_keeps_monotone_ramp():
     B, T, D = 3, 60, 4
     lens = torch.tensor([60, 45, 30])
     x = torch.arange(T, dtype=torch.float32)[None, :, None].repeat(B, 1, D)
-    aug = SpecAugment(num_freq_masks=0, num_time_masks=0, time_warp=5).train()
+    aug = SpecAugment(SpecAugmentConfig(num_freq_masks=0, num_time_masks=0, time_warp=5)).train()
     y, _ = aug(x, lens, generator=torch.Generator().manual_seed(0))
     assert not torch.equal(y, x)
     for b in range(B):

@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -51,6 +51,29 @@ class Utterance:
     @property
     def num_frames(self) -> int:
         return int(self.feats.shape[0])
+
+
+class Labelled(Protocol):
+    """An utterance record that may carry label ids (:class:`Utterance`, or wav2vec 2.0
+    fine-tuning's frozen-feature records)."""
+
+    @property
+    def tokens(self) -> tuple[int, ...] | None: ...
+
+
+L = TypeVar("L", bound=Labelled)
+
+
+def with_labels(train: Sequence[L], dev: Sequence[L], dev_utterances: int, *,
+                labels: str) -> tuple[list[L], list[L]]:
+    """The training and validation utterances of a task that trains on label ids: those that
+    have some (the rest cannot be trained or scored on), dev cut to its first
+    ``dev_utterances``. A DataError, saying what the ``labels`` are, if no training utterance
+    is left."""
+    kept = [u for u in train if u.tokens]
+    if not kept:
+        raise DataError(f"no training utterances with {labels}")
+    return kept, [u for u in dev if u.tokens][:dev_utterances]
 
 
 @dataclass

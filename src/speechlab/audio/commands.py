@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
-from speechlab.config import add_config_args, config_from_args
+from speechlab.config import add_config_args, command_group, config_from_args
 from speechlab.errors import ConfigError, DataError, where
 from speechlab.text.graphemes import TokenizerBuildConfig, UnionTokenizer
 from speechlab.utils import atomic_path
@@ -91,8 +91,7 @@ def run_build_tokenizers(args: argparse.Namespace) -> int:
 
 
 def add_commands(subparsers) -> None:
-    feats = subparsers.add_parser("features", help="fbank features and CMVN statistics")
-    fsub = feats.add_subparsers(dest="features_command", metavar="ACTION", required=True)
+    fsub = command_group(subparsers, "features", "fbank features and CMVN statistics")
 
     p = fsub.add_parser("compute", help="compute (or reuse) the fbank cache of a cuts manifest")
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")
@@ -112,8 +111,7 @@ def add_commands(subparsers) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=run_cmvn, outputs={"out": "file"})
 
-    text = subparsers.add_parser("text", help="tokenizers built from transcripts")
-    tsub = text.add_subparsers(dest="text_command", metavar="ACTION", required=True)
+    tsub = command_group(subparsers, "text", "tokenizers built from transcripts")
     p = tsub.add_parser("build-tokenizers",
                         help="one grapheme tokenizer JSON per language plus the union")
     p.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (.jsonl.gz)")

@@ -183,24 +183,16 @@ class SpecAugmentConfig:
 
 
 class SpecAugment(nn.Module):
-    """Random time/frequency masks; identity in eval mode.
+    """Random time/frequency masks (settings: :class:`SpecAugmentConfig`); identity in eval mode.
 
     Each mask's width is uniform in ``[0, max]`` and its start uniform over the positions where
     it fits inside the utterance's valid frames (time) or the ``D`` bins (frequency). Pass a
     ``torch.Generator`` to :meth:`forward` for reproducible masks.
     """
 
-    def __init__(self, num_freq_masks: int = 2, freq_mask_width: int = 27, num_time_masks: int = 2,
-                 time_mask_width: int = 40, time_mask_max_ratio: float = 0.2, time_warp: int = 0,
-                 mask_value: float = 0.0) -> None:
+    def __init__(self, cfg: SpecAugmentConfig = SpecAugmentConfig()) -> None:
         super().__init__()
-        self.num_freq_masks = num_freq_masks
-        self.freq_mask_width = freq_mask_width
-        self.num_time_masks = num_time_masks
-        self.time_mask_width = time_mask_width
-        self.time_mask_max_ratio = time_mask_max_ratio
-        self.time_warp = time_warp
-        self.mask_value = mask_value
+        self.cfg = cfg
 
     @staticmethod
     def _spans(limit: Tensor, max_width: Tensor, n: int, size: int,
@@ -221,7 +213,7 @@ class SpecAugment(nn.Module):
     def _warp(self, x: Tensor, x_lens: Tensor, generator: torch.Generator | None) -> Tensor:
         """Time warp: move a random anchor frame by up to ``W`` frames, stretching both sides
         linearly (per utterance; off by default)."""
-        W = self.time_warp
+        W = self.cfg.time_warp
         out = x.clone()
         for b in range(x.shape[0]):
             n = int(x_lens[b])
@@ -242,18 +234,19 @@ class SpecAugment(nn.Module):
         """``x (B, T, D)``, ``x_lens (B,)`` -> augmented copy of ``x``, ``x_lens`` (unchanged)."""
         if not self.training:
             return x, x_lens
+        c = self.cfg
         B, T, D = x.shape
-        if self.time_warp > 0:
+        if c.time_warp > 0:
             x = self._warp(x, x_lens, generator)
         lens = x_lens.to(device=x.device, dtype=torch.long)
         fmask = self._spans(torch.full((B,), D, device=x.device),
-                            torch.full((B,), min(self.freq_mask_width, D), device=x.device),
-                            self.num_freq_masks, D, generator)
-        tmax = torch.minimum(torch.full_like(lens, self.time_mask_width),
-                             (lens.double() * self.time_mask_max_ratio).floor().long())
-        tmask = self._spans(lens, tmax, self.num_time_masks, T, generator)
+                            torch.full((B,), min(c.freq_mask_width, D), device=x.device),
+                            c.num_freq_masks, D, generator)
+        tmax = torch.minimum(torch.full_like(lens, c.time_mask_width),
+                             (lens.double() * c.time_mask_max_ratio).floor().long())
+        tmask = self._spans(lens, tmax, c.num_time_masks, T, generator)
         mask = fmask[:, None, :] | tmask[:, :, None]
-        return x.masked_fill(mask, self.mask_value), x_lens
+        return x.masked_fill(mask, c.mask_value), x_lens
 
 
 # ---------------------------------------------------------------------------------------------

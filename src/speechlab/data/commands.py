@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from speechlab.config import add_config_args, config_from_args
@@ -105,6 +106,17 @@ def _run_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_import_options(parser: argparse.ArgumentParser,
+                        run: Callable[[argparse.Namespace], int]) -> None:
+    """The options every importer shares, after its own source options: where the imported
+    split goes, and the :class:`ImportConfig` settings."""
+    parser.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the split if the corpus directory already holds it")
+    add_config_args(parser, ImportConfig)
+    parser.set_defaults(func=run, outputs={"out": "corpus"})
+
+
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     data = subparsers.add_parser("data", help="make, import and inspect corpora")
     sub = data.add_subparsers(dest="data_command", metavar="DATA_COMMAND")
@@ -126,20 +138,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     kaldi = sub.add_parser("import-kaldi", help="import a Kaldi data directory")
     kaldi.add_argument("kaldi_dir", type=Path, help="dir with wav.scp, text, utt2spk "
                                                     "[, utt2lang, segments]")
-    kaldi.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
-    kaldi.add_argument("--overwrite", action="store_true",
-                       help="replace the split if the corpus directory already holds it")
-    add_config_args(kaldi, ImportConfig)
-    kaldi.set_defaults(func=_run_import_kaldi, outputs={"out": "corpus"})
+    _add_import_options(kaldi, _run_import_kaldi)
 
     lh = sub.add_parser("import-lhotse", help="import a lhotse recipe's manifests")
     lh.add_argument("--recordings", type=Path, required=True, help="RecordingSet file")
     lh.add_argument("--supervisions", type=Path, required=True, help="SupervisionSet file")
-    lh.add_argument("--out", type=Path, required=True, help="corpus directory to write into")
-    lh.add_argument("--overwrite", action="store_true",
-                    help="replace the split if the corpus directory already holds it")
-    add_config_args(lh, ImportConfig)
-    lh.set_defaults(func=_run_import_lhotse, outputs={"out": "corpus"})
+    _add_import_options(lh, _run_import_lhotse)
 
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")

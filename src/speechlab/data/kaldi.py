@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import subprocess
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -131,30 +132,33 @@ def read_kaldi_dir(path: str | Path) -> KaldiDataDir:
         if _is_ark(entry.value):
             raise DataError(f"{where(path / 'wav.scp', entry.line)}: {entry.value!r} is an ark "
                             "offset; only paths and piped commands are supported")
-    for utt, entry in text.items():
-        if utt not in utt2spk:
-            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} has no "
-                            "speaker in utt2spk")
-        if utt2lang is not None and utt not in utt2lang:
-            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} has no "
-                            "language in utt2lang")
-        if segments is not None:
-            if utt not in segments:
-                raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} is not "
-                                "in segments")
-        elif utt not in wav:
-            raise DataError(f"{where(path / 'text', entry.line)}: utterance {utt!r} is not in "
-                            "wav.scp (and there is no segments file)")
-    for utt, entry in utt2spk.items():
-        if utt not in text:
-            raise DataError(f"{where(path / 'utt2spk', entry.line)}: utterance {utt!r} has no "
-                            "transcript in text")
+    # What each line of text needs, checked line by line: the first fault reported is the
+    # one on the earliest line.
+    text_needs: list[tuple[Mapping[str, object], str]] = [(utt2spk, "has no speaker in utt2spk")]
+    if utt2lang is not None:
+        text_needs.append((utt2lang, "has no language in utt2lang"))
+    if segments is not None:
+        text_needs.append((segments, "is not in segments"))
+    else:
+        text_needs.append((wav, "is not in wav.scp (and there is no segments file)"))
+    _check_listed(path / "text", text, text_needs)
+    _check_listed(path / "utt2spk", utt2spk, [(text, "has no transcript in text")])
     if segments is not None:
         for utt, seg in segments.items():
             if seg.recording not in wav:
                 raise DataError(f"{where(path / 'segments', seg.line)}: recording "
                                 f"{seg.recording!r} of utterance {utt!r} is not in wav.scp")
     return KaldiDataDir(path, wav, text, utt2spk, utt2lang, segments)
+
+
+def _check_listed(file: Path, table: Mapping[str, Entry],
+                  needs: Sequence[tuple[Mapping[str, object], str]]) -> None:
+    """Each utterance of ``table`` (read from ``file``) is a key of every mapping in ``needs``;
+    else a DataError at its line saying what it lacks (the text paired with that mapping)."""
+    for utt, entry in table.items():
+        for other, lacks in needs:
+            if utt not in other:
+                raise DataError(f"{where(file, entry.line)}: utterance {utt!r} {lacks}")
 
 
 def _is_ark(value: str) -> bool:

@@ -64,28 +64,33 @@ def _slug(text: str) -> str:
     return re.sub(r"[\s]+", "-", s.strip()) or "section"
 
 
-def _embed_image(path: Path) -> str:
+def _read_listed(path: Path, what: str, remedy: str) -> bytes:
+    """The bytes of a file results.json lists (a figure, a sound); a clear error if it is gone."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
-        raise DataError(f"{path}: figure listed in results.json is missing; re-run the "
-                        "experiment or remove the figure") from None
+        raise DataError(f"{path}: {what} listed in results.json is missing; re-run the "
+                        f"experiment or {remedy}") from None
+
+
+def _data_url(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _embed_image(path: Path) -> str:
+    data = _read_listed(path, "figure", "remove the figure")
     for magic, mime in _IMAGE_MAGIC.items():
         if data.startswith(magic):
-            return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+            return _data_url(mime, data)
     raise DataError(f"{path}: figure is not a PNG or JPEG image; save figures with "
                     "speechlab.report.plots")
 
 
 def _embed_audio(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{path}: sound listed in results.json is missing; re-run the "
-                        "experiment or remove it") from None
+    data = _read_listed(path, "sound", "remove it")
     if not (data.startswith(b"RIFF") and data[8:12] == b"WAVE"):
         raise DataError(f"{path}: not a WAV file")
-    return f"data:audio/wav;base64,{base64.b64encode(data).decode('ascii')}"
+    return _data_url("audio/wav", data)
 
 
 def _table_html(table: Table, anchor: str) -> str:

@@ -121,15 +121,12 @@ def write_decoding(model_dir: str | Path, **settings: Any) -> None:
 
 def read_decoding(model_dir: str | Path) -> dict[str, Any]:
     """The settings :func:`write_decoding` kept for ``model_dir`` (empty if none)."""
-    import json
+    from speechlab.utils import read_json
 
     path = Path(model_dir) / DECODING_NAME
     if not path.is_file():
         return {}
-    try:
-        settings = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: not valid JSON ({e}); decode the model's run again") from None
+    settings = read_json(path, "decoding settings file")
     if not isinstance(settings, dict):
         raise DataError(f"{path}: expected a JSON object of decoding settings")
     return settings

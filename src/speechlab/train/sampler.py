@@ -25,6 +25,7 @@ disjoint items and take the same number of steps, which DDP's collective ops nee
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Callable, Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -82,26 +83,6 @@ def make_batches(order: Sequence[int], durations: Sequence[float] | None, batch_
     return batches
 
 
-def _epoch_plan(indices: np.ndarray, durations: Sequence[float] | None, *, batch_size: int | None,
-                max_frames: float | None, shuffle: bool, bucket_pool: int,
-                rng: np.random.Generator, rank: int, world_size: int) -> list[list[int]]:
-    """One epoch of batches for this rank: shuffle, sort within pools, cut, shuffle batches,
-    shard. Every rank computes the same plan before taking its share."""
-    order = rng.permutation(indices) if shuffle else np.asarray(indices)
-    if durations is not None and bucket_pool > 1:
-        # Sorting inside pools of a few hundred items keeps padding low while the epoch stays
-        # random at a coarser scale.
-        pools = [order[k:k + bucket_pool] for k in range(0, len(order), bucket_pool)]
-        order = np.concatenate([p[np.argsort([durations[i] for i in p], kind="stable")]
-                                for p in pools]) if pools else order
-    batches = _at_least(make_batches(order.tolist(), durations, batch_size, max_frames),
-                        world_size)
-    if shuffle:
-        batches = [batches[k] for k in rng.permutation(len(batches))]
-    usable = len(batches) // world_size * world_size
-    return batches[rank:usable:world_size]
-
-
 def _at_least(batches: list[list[int]], n: int) -> list[list[int]]:
     """``batches`` with the largest ones halved until there are ``n`` (or no batch has two
     items left): a small corpus whose items fit in fewer batches than there are ranks still
@@ -118,16 +99,57 @@ def _at_least(batches: list[list[int]], n: int) -> list[list[int]]:
     return batches
 
 
-def _check_batching(batch_size: int | None, max_frames: float | None,
-                    durations: Sequence[float] | None, rank: int, world_size: int) -> None:
-    if batch_size is None and max_frames is None:
-        raise ConfigError("a sampler needs batch_size and/or max_frames")
-    if batch_size is not None and batch_size < 1:
-        raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
-    if max_frames is not None and durations is None:
-        raise ConfigError("max_frames batching needs the items' durations")
-    if not 0 <= rank < world_size:
-        raise ConfigError(f"rank {rank} is outside world_size {world_size}")
+@dataclass(frozen=True)
+class Batching:
+    """How a sampler cuts an epoch into batches and shards them; both samplers hold one.
+
+    At most ``batch_size`` items and/or ``max_frames`` padded frames (``len * longest``) per
+    batch, at least one of the two given; items sorted by duration within pools of
+    ``bucket_pool`` (1 disables); every order drawn from ``seed``; this rank's share is every
+    ``world_size``-th batch from ``rank``.
+    """
+
+    batch_size: int | None = None
+    max_frames: float | None = None
+    bucket_pool: int = 256
+    seed: int = 0
+    rank: int = 0
+    world_size: int = 1
+
+    def __post_init__(self) -> None:
+        if self.batch_size is None and self.max_frames is None:
+            raise ConfigError("a sampler needs batch_size and/or max_frames")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
+        if not 0 <= self.rank < self.world_size:
+            raise ConfigError(f"rank {self.rank} is outside world_size {self.world_size}")
+
+    def check_durations(self, durations: Sequence[float] | None, num_items: int) -> None:
+        """The items' durations (or None) fit these settings: one per item, and present if
+        batches are bounded in frames."""
+        if durations is not None and len(durations) != num_items:
+            raise ConfigError(f"{len(durations)} durations for {num_items} items")
+        if self.max_frames is not None and durations is None:
+            raise ConfigError("max_frames batching needs the items' durations")
+
+    def epoch_plan(self, indices: np.ndarray, durations: Sequence[float] | None, *,
+                   shuffle: bool, rng: np.random.Generator) -> list[list[int]]:
+        """One epoch of batches for this rank: shuffle, sort within pools, cut, shuffle
+        batches, shard. Every rank computes the same plan before taking its share."""
+        order = rng.permutation(indices) if shuffle else np.asarray(indices)
+        pool = self.bucket_pool
+        if durations is not None and pool > 1:
+            # Sorting inside pools of a few hundred items keeps padding low while the epoch
+            # stays random at a coarser scale.
+            pools = [order[k:k + pool] for k in range(0, len(order), pool)]
+            order = np.concatenate([p[np.argsort([durations[i] for i in p], kind="stable")]
+                                    for p in pools]) if pools else order
+        batches = _at_least(make_batches(order.tolist(), durations, self.batch_size,
+                                         self.max_frames), self.world_size)
+        if shuffle:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        usable = len(batches) // self.world_size * self.world_size
+        return batches[self.rank:usable:self.world_size]
 
 
 class BucketBatches:
@@ -153,18 +175,11 @@ class BucketBatches:
             if durations is None:
                 raise ConfigError("BucketBatches needs num_items or durations")
             num_items = len(durations)
-        if durations is not None and len(durations) != num_items:
-            raise ConfigError(f"{len(durations)} durations for {num_items} items")
-        _check_batching(batch_size, max_frames, durations, rank, world_size)
+        self.batching = Batching(batch_size, max_frames, bucket_pool, seed, rank, world_size)
+        self.batching.check_durations(durations, num_items)
         self.num_items = num_items
         self.durations = durations
-        self.batch_size = batch_size
-        self.max_frames = max_frames
         self.shuffle = shuffle
-        self.bucket_pool = bucket_pool
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
         self.epoch = 0
         self.position = 0
         self._plan: list[list[int]] | None = None
@@ -172,15 +187,17 @@ class BucketBatches:
     def _epoch_batches(self) -> list[list[int]]:
         if self._plan is None:
             rng = np.random.default_rng([self.seed, _STREAM_EPOCH, self.epoch])
-            self._plan = _epoch_plan(np.arange(self.num_items), self.durations,
-                                     batch_size=self.batch_size, max_frames=self.max_frames,
-                                     shuffle=self.shuffle, bucket_pool=self.bucket_pool, rng=rng,
-                                     rank=self.rank, world_size=self.world_size)
+            self._plan = self.batching.epoch_plan(np.arange(self.num_items), self.durations,
+                                                  shuffle=self.shuffle, rng=rng)
             if not self._plan:
                 raise DataError(
-                    f"{self.num_items} items make fewer batches than the {self.world_size} "
-                    "ranks: add data or lower batch_size/max_frames")
+                    f"{self.num_items} items make fewer batches than the "
+                    f"{self.batching.world_size} ranks: add data or lower batch_size/max_frames")
         return self._plan
+
+    @property
+    def seed(self) -> int:
+        return self.batching.seed
 
     def __iter__(self) -> Iterator[list[int]]:
         return self
@@ -232,9 +249,8 @@ class LanguageBatches:
                  durations: Sequence[float] | None = None, batch_size: int | None = None,
                  max_frames: float | None = None, bucket_pool: int = 256, seed: int = 0,
                  rank: int = 0, world_size: int = 1) -> None:
-        if durations is not None and len(durations) != len(languages):
-            raise ConfigError(f"{len(durations)} durations for {len(languages)} items")
-        _check_batching(batch_size, max_frames, durations, rank, world_size)
+        self.batching = Batching(batch_size, max_frames, bucket_pool, seed, rank, world_size)
+        self.batching.check_durations(durations, len(languages))
         by_lang: dict[str, list[int]] = {}
         for i, lang in enumerate(languages):
             by_lang.setdefault(str(lang), []).append(i)
@@ -260,18 +276,16 @@ class LanguageBatches:
                                        for lang in self.language_names])
         self._items = {lang: np.array(by_lang[lang]) for lang in self.language_names}
         self.durations = durations
-        self.batch_size = batch_size
-        self.max_frames = max_frames
-        self.bucket_pool = bucket_pool
-        self.seed = seed
-        self.rank = rank
-        self.world_size = world_size
         self.num_items = len(languages)
         self.draws = 0
         self.epochs = {lang: 0 for lang in self.language_names}
         self.positions = {lang: 0 for lang in self.language_names}
         self._plans: dict[str, list[list[int]]] = {}
         self._block: tuple[int, np.ndarray] | None = None
+
+    @property
+    def seed(self) -> int:
+        return self.batching.seed
 
     def language_at(self, n: int) -> str:
         """The language of the n-th batch (0-based), identical on every rank."""
@@ -286,14 +300,13 @@ class LanguageBatches:
         if lang not in self._plans:
             k = self.language_names.index(lang)
             rng = np.random.default_rng([self.seed, _STREAM_LANGUAGE_EPOCH, k, self.epochs[lang]])
-            plan = _epoch_plan(self._items[lang], self.durations, batch_size=self.batch_size,
-                               max_frames=self.max_frames, shuffle=True,
-                               bucket_pool=self.bucket_pool, rng=rng, rank=self.rank,
-                               world_size=self.world_size)
+            plan = self.batching.epoch_plan(self._items[lang], self.durations, shuffle=True,
+                                            rng=rng)
             if not plan:
                 raise DataError(
                     f"language {lang!r} has {len(self._items[lang])} items, fewer batches than "
-                    f"the {self.world_size} ranks: add data or lower batch_size/max_frames")
+                    f"the {self.batching.world_size} ranks: add data or lower "
+                    "batch_size/max_frames")
             self._plans[lang] = plan
         return self._plans[lang]
 

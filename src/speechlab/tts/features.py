@@ -59,6 +59,29 @@ class TtsUtteranceData:
         return [self.phones[i] for i in self.frame_phone]
 
 
+@dataclass(frozen=True)
+class Normalization:
+    """What turns labels into model inputs and model outputs back into acoustic frames, fitted
+    on the training split: the z-norm of the question answers (``inputs``), the min-max of the
+    acoustic frames (``outputs``), the longest training phone in frames (``max_duration``, the
+    scale of the duration input) and the question set's source. A model directory's side file
+    keeps it (:meth:`to_dict`; :func:`read_stats` reads it back)."""
+
+    inputs: InputNormalizer
+    outputs: OutputNormalizer
+    max_duration: int
+    questions: str
+
+    def to_dict(self) -> dict:
+        return {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
+                "max_duration": self.max_duration, "questions": self.questions}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Normalization:
+        return cls(InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
+                   int(d["max_duration"]), str(d["questions"]))
+
+
 @dataclass
 class TtsData:
     """Normalized train/dev/test utterances and what normalized them."""
@@ -66,10 +89,7 @@ class TtsData:
     train: list[TtsUtteranceData]
     dev: list[TtsUtteranceData]
     test: list[TtsUtteranceData]
-    inputs: InputNormalizer
-    outputs: OutputNormalizer
-    max_duration: int
-    questions: str
+    norm: Normalization
     # What the corpus is, for the report: festival's embedded voice, or a --corpus directory.
     corpus: str = ""
 
@@ -78,9 +98,7 @@ class TtsData:
         return self.train[0].phone_x.shape[1] + 2
 
     def stats(self) -> dict:
-        return {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
-                "max_duration": self.max_duration, "questions": self.questions,
-                "input_dim": self.input_dim}
+        return {**self.norm.to_dict(), "input_dim": self.input_dim}
 
 
 def _frames(labels: Labels) -> tuple[np.ndarray, np.ndarray]:
@@ -190,11 +208,10 @@ def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file:
                         f"question dims, the question set {dim}; remove {feat_dir}")
     inputs = InputNormalizer.fit([a["phone_x"] for a in train], len(questions.binary), dim)
     outputs = OutputNormalizer.fit([a["y"] for a in train])
-    max_duration = int(max(a["durations"].max() for a in train))
-    data = TtsData(*[[normalize_utterance(i, a, inputs, outputs, max_duration) for i, a in raw[s]]
-                     for s in ("train", "dev", "test")],
-                   inputs=inputs, outputs=outputs, max_duration=max_duration,
-                   questions=questions.source)
+    norm = Normalization(inputs, outputs, int(max(a["durations"].max() for a in train)),
+                         questions.source)
+    data = TtsData(*[[normalize_utterance(i, a, norm.inputs, norm.outputs, norm.max_duration)
+                      for i, a in raw[s]] for s in ("train", "dev", "test")], norm=norm)
     if write:
         atomic_write_json(feat_dir / STATS_NAME, data.stats())
     log.info("features: %s utterances, %d input dims", {s: len(v) for s, v in raw.items()},
@@ -203,14 +220,14 @@ def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file:
 
 
 def read_stats(path: Path) -> tuple[InputNormalizer, OutputNormalizer, int, str]:
-    """The normalizers of a model directory's sidecar; a DataError names the file if it is
-    missing, corrupt or incomplete."""
+    """The :class:`Normalization` of a model directory's sidecar, as a tuple of its fields; a
+    DataError names the file if it is missing, corrupt or incomplete."""
     from speechlab.utils import read_json
 
     d = read_json(path, "normalizer file")
     try:
-        return (InputNormalizer.from_dict(d["inputs"]), OutputNormalizer.from_dict(d["outputs"]),
-                int(d["max_duration"]), str(d["questions"]))
+        norm = Normalization.from_dict(d)
+        return norm.inputs, norm.outputs, norm.max_duration, norm.questions
     except (KeyError, TypeError, ValueError, IndexError) as e:
         raise DataError(f"{path}: incomplete or corrupt normalizer file ({type(e).__name__}: "
                         f"{e}); rerun the training that wrote it") from None

@@ -70,14 +70,14 @@ class SaladPaper:
 
         model_dir = out / "models" / job.model.name
         model = load(model_dir)
-        modes = {"full": evaluate(model, data.test, data.outputs)}
+        modes = {"full": evaluate(model, data.test, data.norm.outputs)}
         if job.options.window is not None:
-            modes["window"] = evaluate(model, data.test, data.outputs, job.options.window)
+            modes["window"] = evaluate(model, data.test, data.norm.outputs, job.options.window)
         main = modes.get("window", modes["full"])
         wavs = []
         for u, p in list(zip(data.test, main.predictions))[: cfg.examples]:
             rel = f"samples/{job.model.name}/{u.id}.wav"
-            write_wav(out / rel, synthesize(data.outputs.inverse(p)))
+            write_wav(out / rel, synthesize(data.norm.outputs.inverse(p)))
             wavs.append(rel)
         return SaladDecoding(job.model.spec.preset, num_parameters(model),
                              {m: e.scores for m, e in modes.items()}, main.f0[main.f0 > 0], wavs,

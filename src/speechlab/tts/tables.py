@@ -153,7 +153,7 @@ def examples(cfg: SaladConfig, data: TtsData, results: Mapping[Role, SaladDecodi
     figures = []
     for k, u in enumerate(data.test[: cfg.examples]):
         rel = f"samples/reference/{u.id}.wav"
-        write_wav(out / rel, synthesize(data.outputs.inverse(u.y)))
+        write_wav(out / rel, synthesize(data.norm.outputs.inverse(u.y)))
         figures.append(Figure(rel, f"{u.id}: natural features through WORLD (reference)"))
         figures += [Figure(d.wavs[k], f"{u.id}: {role.title}") for role, d in results.items()
                     if k < len(d.wavs)]
@@ -167,8 +167,8 @@ def salad_results(cfg: SaladConfig, data: TtsData, plan: Sequence[Job],
 
     results = _by_role(plan, decoded)
     baseline = score_predictions(data.test, phone_mean_baseline(data.train, data.test),
-                                 data.outputs)
-    truth = f0_track([u.y for u in data.test], data.outputs)
+                                 data.norm.outputs)
+    truth = f0_track([u.y for u in data.test], data.norm.outputs)
     t2 = table2(cfg, data, results, baseline, truth)
     figures = [fig2(results, truth, out)]
     fig3, t3 = fig3_table3(cfg, data, out)

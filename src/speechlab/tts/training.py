@@ -37,7 +37,7 @@ def train_model(model_cfg: AcousticModelConfig, data: TtsData, train_cfg: TrainC
 
     The stateful streams are one sequence each: under torchrun every rank trains on all of
     them (:class:`~speechlab.tts.task.TtsTask` does not shard)."""
-    task = TtsTask(data.train, data.dev, data.outputs, task_cfg, seed=train_cfg.seed)
+    task = TtsTask(data.train, data.dev, data.norm.outputs, task_cfg, seed=train_cfg.seed)
     per_epoch = task.batches().batches_per_epoch
     schedule = train_cfg.schedule
     if schedule.name == "noam":  # H is the model's embedding size (Sec. 3.3)

@@ -65,6 +65,8 @@ POW2 = np.ldexp(1.0, -np.arange(1075))
 RESCALE = 32
 TOP = 2.0**RESCALE
 UNTOP = 2.0**-RESCALE
+#: Frames to or from a node no path joins to the start or a final node.
+NEVER = np.int64(1) << 40
 
 
 @numba.njit(cache=True, nogil=True)
@@ -105,30 +107,43 @@ def _split_emissions(log_probs, b, num_frames):
 
 
 @numba.njit(cache=True, nogil=True)
-def _frames_to_final(out_ptr, out_dst, final, lo, eps, hi) -> np.ndarray:
-    """(hi - lo,) int64: fewest frames from each node to a final node (a large number if
-    none).  Relaxation to a fixed point; one pass (plus a check) when arcs go forward, as in
-    a numerator, which the downward sweep visits in reverse topological order."""
-    n = hi - lo
-    never = np.int64(1) << 40
-    togo = np.full(n, never, dtype=np.int64)
-    for i in range(lo, hi):
-        if final[i]:
-            togo[i - lo] = 0
+def _fewest_frames(dist, ptr, nbr, lo, eps, hi, backward) -> np.ndarray:
+    """Relax ``dist`` (hi - lo,) int64 in place to a fixed point and return it: the fewest
+    frames between each node and the seeds (given at 0, every other node at a large number).
+
+    Forward, ``ptr``/``nbr`` list each node's sources (its in arcs) and the arc enters the
+    node; ``backward``, its destinations (its out arcs) and the arc enters the destination.
+    Entering an emitting node (id < ``eps``) takes a frame.  Nodes are visited in id order
+    (reversed backward), so where arcs go forward, as in a numerator, one pass (plus a
+    check) reaches the fixed point.
+    """
     changed = True
     while changed:
         changed = False
-        for i in range(hi - 1, lo - 1, -1):
-            best = togo[i - lo]
-            for a in range(out_ptr[i], out_ptr[i + 1]):
-                d = out_dst[a]
-                cost = togo[d - lo] + (1 if d < eps else 0)  # entering an emitting node
+        for k in range(hi - lo):
+            i = hi - 1 - k if backward else lo + k
+            best = dist[i - lo]
+            for a in range(ptr[i], ptr[i + 1]):
+                j = nbr[a]
+                entered = j if backward else i
+                cost = dist[j - lo] + (1 if entered < eps else 0)
                 if cost < best:
                     best = cost
-            if best < togo[i - lo]:
-                togo[i - lo] = best
+            if best < dist[i - lo]:
+                dist[i - lo] = best
                 changed = True
-    return togo
+    return dist
+
+
+@numba.njit(cache=True, nogil=True)
+def _frames_to_final(out_ptr, out_dst, final, lo, eps, hi) -> np.ndarray:
+    """(hi - lo,) int64: fewest frames from each node to a final node (a large number if
+    none)."""
+    togo = np.full(hi - lo, NEVER, dtype=np.int64)
+    for i in range(lo, hi):
+        if final[i]:
+            togo[i - lo] = 0
+    return _fewest_frames(togo, out_ptr, out_dst, lo, eps, hi, True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -300,24 +315,9 @@ def log_total_score(log_probs, b, num_frames, graph, g, sign, need_grad, grad, f
 @numba.njit(cache=True, nogil=True)
 def _frames_from_start(in_ptr, in_src, start, lo, eps, hi) -> np.ndarray:
     """(hi - lo,) int64: fewest frames from the start to each node (a large number if none)."""
-    n = hi - lo
-    never = np.int64(1) << 40
-    first = np.full(n, never, dtype=np.int64)
+    first = np.full(hi - lo, NEVER, dtype=np.int64)
     first[start - lo] = 0
-    changed = True
-    while changed:
-        changed = False
-        for i in range(lo, hi):
-            best = first[i - lo]
-            step = 1 if i < eps else 0  # entering an emitting node takes a frame
-            for a in range(in_ptr[i], in_ptr[i + 1]):
-                cost = first[in_src[a] - lo] + step
-                if cost < best:
-                    best = cost
-            if best < first[i - lo]:
-                first[i - lo] = best
-                changed = True
-    return first
+    return _fewest_frames(first, in_ptr, in_src, lo, eps, hi, False)
 
 
 @numba.njit(cache=True, inline="always")

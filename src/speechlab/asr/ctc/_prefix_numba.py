@@ -31,6 +31,19 @@ def _lookup(d, key):
     return -1
 
 
+@numba.njit(cache=True, inline="always")
+def _intern(table, key):
+    """(id of ``key`` in an intern table, whether it is new): a key seen for the first time gets
+    the next id. The caller records a new id's parent and label; passing those arrays in here
+    instead was measured 2.5% slower (numba counts references to them on every call)."""
+    i = _lookup(table, key)
+    if i >= 0:
+        return i, False
+    i = len(table) + 1
+    table[key] = i
+    return i, True
+
+
 @numba.njit(cache=True)
 def new_tables():
     """Empty intern tables: prefixes and word histories (key -> id; id 0 is the empty one)."""
@@ -168,19 +181,13 @@ def step(pb, pnb, lm, last, node, hist, pid, row, blank, labels, lexicon, child,
             o_hist[t] = hist[p]
         else:
             o_node[t] = child[0, c]
-            hkey = hist[p] * key_w + w + 1
-            h = _lookup(hists, hkey)
-            if h < 0:
-                h = len(hists) + 1
-                hists[hkey] = h
+            h, new = _intern(hists, hist[p] * key_w + w + 1)
+            if new:
                 h_parent[h] = hist[p]
                 h_word[h] = w
             o_hist[t] = h
-        key = (pid[p] * key_v + c) * key_w + w + 1
-        q = _lookup(prefixes, key)
-        if q < 0:
-            q = len(prefixes) + 1
-            prefixes[key] = q
+        q, new = _intern(prefixes, (pid[p] * key_v + c) * key_w + w + 1)
+        if new:
             p_parent[q] = pid[p]
             p_label[q] = c
         o_pid[t] = q

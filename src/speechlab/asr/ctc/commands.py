@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from speechlab.config import bounded
+from speechlab.config import bounded, command_group
 from speechlab.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -149,8 +149,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from speechlab.asr.ctc import topology as topo_mod
     from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 
-    p = sub.add_parser("ctc", help="CTC topologies: token FSTs, n-gram LMs, decoding graphs")
-    csub = p.add_subparsers(dest="ctc_command", metavar="ACTION", required=True)
+    csub = command_group(sub, "ctc", "CTC topologies: token FSTs, n-gram LMs, decoding graphs")
 
     t = csub.add_parser("topology", help="print a topology's token FST for N phones")
     t.add_argument("name", help="S1-T1, S2-T1, S2-T1*, S2-T2*, S2-T2, S3-T2, S3-T2*, S3-T2**")

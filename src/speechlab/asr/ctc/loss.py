@@ -30,6 +30,7 @@ from speechlab.asr.ctc import graph
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
 from speechlab.errors import ConfigError, DataError
+from speechlab.nn.mask import checked_lengths
 
 
 def ctc_loss(logits: Tensor, logit_lens: Tensor, targets: Tensor, target_lens: Tensor,
@@ -340,21 +341,8 @@ def _check_graph_inputs(
         raise ConfigError(f"graph loss: blank = {blank} is outside the columns 0..{vocab - 1}")
 
     def lengths(name: str, value: object, most: int, axis: str) -> np.ndarray:
-        t = torch.as_tensor(value)
-        if t.shape != (batch,) or t.is_floating_point() or t.is_complex():
-            raise DataError(
-                f"graph loss: {name} must be ({batch},) integers, got shape {tuple(t.shape)} "
-                f"dtype {t.dtype}"
-            )
-        n = t.detach().cpu().to(torch.int64).numpy()
-        bad = np.flatnonzero((n < 0) | (n > most))
-        if bad.size:
-            b = int(bad[0])
-            raise DataError(
-                f"graph loss: utterance {b}: {name}[{b}] = {n[b]} is outside 0..{most} "
-                f"({axis} of the padded input)"
-            )
-        return n
+        return checked_lengths(value, batch, 0, most, owner="graph loss", name=name,
+                               item="utterance", span=f"{axis} of the padded input")
 
     frames = lengths("log_prob_lengths", log_prob_lengths, max_frames, "T")
     if not isinstance(targets, Tensor) or targets.dim() != 2 or targets.shape[0] != batch:

@@ -5,8 +5,8 @@
 - :class:`ModelSpec`, :class:`DecodeOptions`: what the plan's train and decode jobs are.
 - :func:`prepare_data`: corpus -> fbank -> lexicon and phone set per language -> utterances,
   and each language's grammar G (an ARPA n-gram LM over held-out text).
-- :func:`model_config`, :func:`decoding_config`, :func:`decoding_graph`: the recipe's model
-  and decoding settings as the library takes them.
+- :func:`model_config`, :func:`decoding_graph`: the recipe's model and decoding graph as the
+  library takes them (its decoding settings already are a :class:`GraphDecodingConfig`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from speechlab.asr.ctc.phones import PhoneTokenizer, lexicon_for
 from speechlab.asr.ctc.task import CtcTaskConfig
 from speechlab.asr.ctc.transcribe import GraphDecodingConfig
 from speechlab.asr.data import Utterance, load_utterances
-from speechlab.config import check_fields, ranged
+from speechlab.config import ranged
 from speechlab.data.corpus import CorpusConfig
 from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
@@ -39,8 +39,10 @@ def _corpus_default() -> CorpusConfig:
 
 
 @dataclass(frozen=True)
-class TopologiesConfig:
-    """One scale of the reproduction (``speechlab/recipes/topologies/<scale>.yaml``)."""
+class TopologiesConfig(GraphDecodingConfig):
+    """One scale of the reproduction (``speechlab/recipes/topologies/<scale>.yaml``); the
+    decoding settings (Viterbi search of Section 3.2, lattice beam, acoustic weights, prefix
+    beam) are :class:`GraphDecodingConfig`'s, at the top level of the recipe."""
 
     languages: tuple[str, ...] = ("en", "hi")
     topologies: tuple[str, ...] = ("S1-T1", "S2-T1", "S2-T1★", "S2-T2★", "S2-T2", "S3-T2",
@@ -55,32 +57,19 @@ class TopologiesConfig:
     # test sentences excluded), restricted to its ``lm_vocab`` most frequent words.
     lm_order: int = ranged(3, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
-    # Viterbi search (Section 3.2): beam, max active states, lattice beam (8, as the paper's
-    # analysis script; Sec. 3.3 says 32, which makes lattices of one path per word sequence
-    # explode), and the acoustic weights tried on (at most ``dev_utterances`` of) the dev set.
-    beam: float = ranged(32.0, gt=0)
-    max_active: int = ranged(2000, ge=1)
-    lattice_beam: float = ranged(8.0, ge=0)
-    acoustic_weights: tuple[float, ...] = ranged((0.5, 0.7, 1.0, 1.5, 2.0), gt=0)
+    # The acoustic weights are tried on at most this many dev utterances.
     dev_utterances: int = ranged(100, ge=1)
-    # Full-sum decoding of S1-T1 by CTC prefix beam search (eq. 9), lexicon only and with G's
-    # n-gram LM, at this beam.
-    prefix_beam: int = ranged(32, ge=1)
     seed: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
         from speechlab.asr.ctc.topology import get
 
-        check_fields(self)
+        super().__post_init__()
         check_languages(self.languages)
         if not self.topologies:
             raise ConfigError("topologies: give at least one, e.g. [S1-T1]")
         for name in self.topologies:
             get(name)
-        # Each is tried on dev after every topology's model is trained: an empty list would
-        # fail only then.
-        if not self.acoustic_weights:
-            raise ConfigError("acoustic_weights: give at least one weight, e.g. [1.0]")
         if self.model not in PRESETS:
             raise ConfigError(f"model {self.model!r} is not a CTC model preset; choose one of "
                               f"{sorted(PRESETS)}")
@@ -127,13 +116,6 @@ def model_config(cfg: TopologiesConfig, topology: str, num_phones: int, language
 
     return preset(cfg.model, num_tokens(topology, num_phones), subsampling=cfg.subsampling,
                   topology=topology, language=language)
-
-
-def decoding_config(cfg: TopologiesConfig) -> GraphDecodingConfig:
-    """The recipe's search settings as the decoding library takes them."""
-    return GraphDecodingConfig(beam=cfg.beam, max_active=cfg.max_active,
-                               lattice_beam=cfg.lattice_beam,
-                               acoustic_weights=cfg.acoustic_weights, prefix_beam=cfg.prefix_beam)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from speechlab.asr.ctc.recipe import (
     TopologiesConfig,
     Train,
     arpa_path,
-    decoding_config,
     decoding_graph,
     model_config,
     model_name,
@@ -80,7 +79,7 @@ class TopologiesPaper:
         prefix = job.options.prefix_search
         model_dir = out / "models" / job.model.name
         result = decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
-                                 lang.test, lang.dev[: cfg.dev_utterances], decoding_config(cfg),
+                                 lang.test, lang.dev[: cfg.dev_utterances], cfg,
                                  prefix_lexicon=lang.tokenizer if prefix else None,
                                  arpa=arpa_path(out, spec.language) if prefix else None)
         write_decoding(model_dir, acoustic_weight=result.acoustic_weight, beam=cfg.beam,

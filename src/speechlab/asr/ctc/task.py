@@ -19,9 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from speechlab.asr.ctc.topology import Arcs
-from speechlab.asr.data import Batch, Utterance, collate
+from speechlab.asr.data import Batch, Utterance, collate, with_labels
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
-from speechlab.errors import ConfigError, DataError
+from speechlab.errors import ConfigError
 from speechlab.train.sampler import BucketBatches, MapBatches
 
 
@@ -66,13 +66,10 @@ class CtcTask:
         self._graphs: dict[str, Arcs] = {}
         self.topology = topology
         self.cfg = cfg
-        self.train = [u for u in train if u.tokens]
-        self.dev = [u for u in dev if u.tokens][: cfg.valid_utterances]
-        if not self.train:
-            raise DataError("no training utterances with phone targets")
+        self.train, self.dev = with_labels(train, dev, cfg.valid_utterances, labels="phone targets")
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._text = {u.id: u.text for u in [*self.train, *self.dev]}
-        self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
+        self.spec_augment = SpecAugment(SpecAugmentConfig()) if cfg.spec_augment else None
 
     def batches(self) -> MapBatches:
         sampler = BucketBatches(durations=[u.num_frames for u in self.train],

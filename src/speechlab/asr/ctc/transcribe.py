@@ -35,7 +35,8 @@ from speechlab.asr.ctc.decode import (
 from speechlab.asr.ctc.graphs import DecodingGraph
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.asr.data import Utterance
-from speechlab.errors import DataError
+from speechlab.config import check_fields, ranged
+from speechlab.errors import ConfigError, DataError
 
 #: The two prefix searches of :func:`prefix_search_texts`: lexicon alone, lexicon and LM.
 PREFIX_SEARCHES = ("lexicon", "lexicon+LM")
@@ -46,16 +47,27 @@ class GraphDecodingConfig:
     """How a test set is decoded over ``S_dec`` (Section 3.2 for the defaults).
 
     ``beam``, ``max_active``: the Viterbi search's and the lattices' (:class:`ViterbiConfig`);
-    ``lattice_beam``: see :class:`speechlab.asr.ctc.lattice.LatticeConfig`;
-    ``acoustic_weights``: the alphas of eq. 8 tried on the dev set (ties go to the first);
-    ``prefix_beam``: the beam of the prefix searches (eq. 9, plain CTC only).
+    ``lattice_beam``: see :class:`speechlab.asr.ctc.lattice.LatticeConfig` (8, as the paper's
+    analysis script; Sec. 3.3 says 32, which makes lattices of one path per word sequence
+    explode); ``acoustic_weights``: the alphas of eq. 8 tried on the dev set (ties go to the
+    first); ``prefix_beam``: the beam of the prefix searches (eq. 9, plain CTC only).
+
+    The topologies recipe (:class:`~.recipe.TopologiesConfig`) extends this config, so these
+    settings are top-level keys of its YAML.
     """
 
-    beam: float = 32.0
-    max_active: int = 2000
-    lattice_beam: float = 8.0
-    acoustic_weights: tuple[float, ...] = (0.5, 0.7, 1.0, 1.5, 2.0)
-    prefix_beam: int = 32
+    beam: float = ranged(32.0, gt=0)
+    max_active: int = ranged(2000, ge=1)
+    lattice_beam: float = ranged(8.0, ge=0)
+    acoustic_weights: tuple[float, ...] = ranged((0.5, 0.7, 1.0, 1.5, 2.0), gt=0)
+    prefix_beam: int = ranged(32, ge=1)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        # Each weight is tried on dev after a model is trained: an empty list would fail only
+        # then.
+        if not self.acoustic_weights:
+            raise ConfigError("acoustic_weights: give at least one weight, e.g. [1.0]")
 
     def viterbi(self, acoustic_weight: float = 1.0) -> ViterbiConfig:
         return ViterbiConfig(beam=self.beam, max_active=self.max_active,

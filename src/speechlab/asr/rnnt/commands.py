@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from speechlab.config import FieldError
+from speechlab.config import FieldError, command_group
 from speechlab.errors import ConfigError, DataError
 from speechlab.progress import WorkProgress
 
@@ -151,8 +151,7 @@ def _decode(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rnnt", help="multi-softmax RNN-T: parameter counts, streaming decoding")
-    rsub = p.add_subparsers(dest="rnnt_command", metavar="ACTION", required=True)
+    rsub = command_group(sub, "rnnt", "multi-softmax RNN-T: parameter counts, streaming decoding")
 
     q = rsub.add_parser("params", help="parameter counts of the six variants vs. Table 6")
     q.add_argument("--preset", default="paper")

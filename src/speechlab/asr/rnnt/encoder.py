@@ -72,14 +72,20 @@ class LSTMEncoder(nn.Module):
     def __init__(self, feature_dim: int, stack: int, stride: int, hidden_dim: int,
                  num_layers: int, cond_dim: int = 0, dropout: float = 0.0) -> None:
         super().__init__()
-        self.feature_dim = feature_dim
-        self.stack = stack
-        self.stride = stride
+        self.stacker = FrameStacker(stack, stride, feature_dim)
         self.cond_dim = cond_dim
         self.output_dim = hidden_dim
-        self.stacker = FrameStacker(stack, stride, feature_dim)
         self.lstm = nn.LSTM(self.stacker.output_dim + cond_dim, hidden_dim, num_layers,
                             batch_first=True, dropout=dropout if num_layers > 1 else 0.0)
+
+    # The stacker's sizes, not copies of them.
+    @property
+    def feature_dim(self) -> int:
+        return self.stacker.feature_dim
+
+    @property
+    def stride(self) -> int:
+        return self.stacker.stride
 
     def init_state(self, batch: int, device: torch.device | str | None = None) -> EncoderState:
         p = next(self.parameters())

@@ -52,7 +52,7 @@ from torch.utils.checkpoint import checkpoint
 
 from speechlab.asr.rnnt._loss_numba import forward_backward
 from speechlab.errors import ConfigError, DataError
-from speechlab.nn.mask import lengths_to_mask
+from speechlab.nn.mask import checked_lengths, lengths_to_mask
 
 Tensor = torch.Tensor
 Joiner = Callable[[Tensor, Tensor], Tensor]
@@ -106,31 +106,17 @@ def _check_lengths(
     target_lengths: Tensor,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Lengths against the padded shapes; returns (frames, labels), int64 numpy (B,)."""
-    for name, lengths in (("logit_lengths", logit_lengths), ("target_lengths", target_lengths)):
-        if lengths.shape != (batch,) or lengths.is_floating_point():
-            raise DataError(
-                f"rnnt loss: {name} must be ({batch},) integers, got shape "
-                f"{tuple(lengths.shape)} dtype {lengths.dtype}"
-            )
+    frames = checked_lengths(
+        logit_lengths, batch, 1, max_frames, owner="rnnt loss", name="logit_lengths",
+        item="batch index", span="T of the padded input",
+        hint="; an utterance with no frames has no alignment, drop it before the loss",
+    )
+    labels = checked_lengths(
+        target_lengths, batch, 0, max_labels, owner="rnnt loss", name="target_lengths",
+        item="batch index", span="U of the padded targets",
+    )
     if batch == 0:
         raise DataError("rnnt loss: empty batch (B = 0)")
-    frames = logit_lengths.detach().cpu().to(torch.int64).numpy()
-    labels = target_lengths.detach().cpu().to(torch.int64).numpy()
-    bad = np.flatnonzero((frames < 1) | (frames > max_frames))
-    if bad.size:
-        b = int(bad[0])
-        raise DataError(
-            f"rnnt loss: batch index {b}: logit_lengths[{b}] = {frames[b]} is outside "
-            f"1..{max_frames} (T of the padded input); an utterance with no frames has no "
-            "alignment, drop it before the loss"
-        )
-    bad = np.flatnonzero((labels < 0) | (labels > max_labels))
-    if bad.size:
-        b = int(bad[0])
-        raise DataError(
-            f"rnnt loss: batch index {b}: target_lengths[{b}] = {labels[b]} is outside "
-            f"0..{max_labels} (U of the padded targets)"
-        )
     return frames, labels
 
 

@@ -129,7 +129,7 @@ class RNNTTask:
         self.lid_weights = {lang: (1.0 / (len(mass) * p) if cfg.lid_balance else 1.0)
                             for lang, p in self.sampling.items()}
         self.seed, self.rank, self.world_size = seed, rank, world_size
-        self.spec_augment = SpecAugment(**vars(SpecAugmentConfig())) if cfg.spec_augment else None
+        self.spec_augment = SpecAugment(SpecAugmentConfig()) if cfg.spec_augment else None
         self._loss = LOSSES[cfg.loss]
 
     def batches(self) -> MapBatches:

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from speechlab.errors import DataError
 from speechlab.train.checkpoint import check_weight
+from speechlab.utils import read_json
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
 
@@ -45,67 +46,58 @@ OPTIONAL = ("quantizer.", "project_q.", "final_proj.", "mask_embedding")
 # Key maps: checkpoint key -> speechlab key (None: not a parameter of ours)
 
 
+#: Each of our parameters and its keys in a Hugging Face and in a fairseq checkpoint (regular
+#: expressions; ours may use their group, the layer index). One row per parameter: a name
+#: changed on our side changes for both formats.
+_CONV = r"^feature_extractor\.conv_layers\.(\d+)\."  # feature-encoder layer N, in both
+_BLOCK = r"^encoder\.layers\.(\d+)\."  # Transformer block N, in both
+_HF_POS, _FAIRSEQ_POS = r"^encoder\.pos_conv_embed\.conv\.", r"^encoder\.pos_conv\.0\."
+_WEIGHT_G = r"(weight_g|parametrizations\.weight\.original0)$"  # torch's old and new names
+_WEIGHT_V = r"(weight_v|parametrizations\.weight\.original1)$"
+_KEY_MAP = (
+    (r"feature_encoder.layers.\1.conv.", _CONV + r"conv\.", _CONV + r"0\."),
+    (r"feature_encoder.layers.\1.norm.", _CONV + r"layer_norm\.", _CONV + r"2\.(1\.)?"),
+    ("feature_norm.", r"^feature_projection\.layer_norm\.", r"^layer_norm\."),
+    ("projection.", r"^feature_projection\.projection\.", r"^post_extract_proj\."),
+    ("mask_embedding", r"^masked_spec_embed$", r"^mask_emb$"),
+    ("transformer.pos_conv.weight_g", _HF_POS + _WEIGHT_G, _FAIRSEQ_POS + _WEIGHT_G),
+    ("transformer.pos_conv.weight_v", _HF_POS + _WEIGHT_V, _FAIRSEQ_POS + _WEIGHT_V),
+    ("transformer.pos_conv.bias", _HF_POS + "bias$", _FAIRSEQ_POS + "bias$"),
+    ("transformer.norm.", r"^encoder\.layer_norm\.", r"^encoder\.layer_norm\."),
+    (r"transformer.blocks.\1.attention.", _BLOCK + r"attention\.", _BLOCK + r"self_attn\."),
+    (r"transformer.blocks.\1.attention_norm.", _BLOCK + r"layer_norm\.",
+     _BLOCK + r"self_attn_layer_norm\."),
+    (r"transformer.blocks.\1.final_norm.", _BLOCK + r"final_layer_norm\.",
+     _BLOCK + r"final_layer_norm\."),
+    (r"transformer.blocks.\1.feed_forward.fc1.", _BLOCK + r"feed_forward\.intermediate_dense\.",
+     _BLOCK + r"fc1\."),
+    (r"transformer.blocks.\1.feed_forward.fc2.", _BLOCK + r"feed_forward\.output_dense\.",
+     _BLOCK + r"fc2\."),
+    ("quantizer.codevectors", r"^quantizer\.codevectors$", r"^quantizer\.vars$"),
+    ("quantizer.weight_proj.", r"^quantizer\.weight_proj\.", r"^quantizer\.weight_proj\."),
+    ("final_proj.", r"^project_hid\.", r"^final_proj\."),
+    ("project_q.", r"^project_q\.", r"^project_q\."),
+)
+_HF_RULES = tuple((re.compile(hf), ours) for ours, hf, _ in _KEY_MAP)
+_FAIRSEQ_RULES = tuple((re.compile(fairseq), ours) for ours, _, fairseq in _KEY_MAP)
+
+
 def _hf_key(key: str) -> str | None:
-    rules = (
-        (r"^feature_extractor\.conv_layers\.(\d+)\.conv\.", r"feature_encoder.layers.\1.conv."),
-        (r"^feature_extractor\.conv_layers\.(\d+)\.layer_norm\.", r"feature_encoder.layers.\1.norm."),
-        (r"^feature_projection\.layer_norm\.", "feature_norm."),
-        (r"^feature_projection\.projection\.", "projection."),
-        (r"^masked_spec_embed$", "mask_embedding"),
-        (r"^encoder\.pos_conv_embed\.conv\.(weight_g|parametrizations\.weight\.original0)$",
-         "transformer.pos_conv.weight_g"),
-        (r"^encoder\.pos_conv_embed\.conv\.(weight_v|parametrizations\.weight\.original1)$",
-         "transformer.pos_conv.weight_v"),
-        (r"^encoder\.pos_conv_embed\.conv\.bias$", "transformer.pos_conv.bias"),
-        (r"^encoder\.layer_norm\.", "transformer.norm."),
-        (r"^encoder\.layers\.(\d+)\.attention\.", r"transformer.blocks.\1.attention."),
-        (r"^encoder\.layers\.(\d+)\.layer_norm\.", r"transformer.blocks.\1.attention_norm."),
-        (r"^encoder\.layers\.(\d+)\.final_layer_norm\.", r"transformer.blocks.\1.final_norm."),
-        (r"^encoder\.layers\.(\d+)\.feed_forward\.intermediate_dense\.",
-         r"transformer.blocks.\1.feed_forward.fc1."),
-        (r"^encoder\.layers\.(\d+)\.feed_forward\.output_dense\.",
-         r"transformer.blocks.\1.feed_forward.fc2."),
-        (r"^quantizer\.codevectors$", "quantizer.codevectors"),
-        (r"^quantizer\.weight_proj\.", "quantizer.weight_proj."),
-        (r"^project_hid\.", "final_proj."),
-        (r"^project_q\.", "project_q."),
-    )
     key = key.removeprefix("wav2vec2.")
     if key.startswith("lm_head."):
         return "head." + key[len("lm_head."):]
-    return _apply(rules, key)
+    return _apply(_HF_RULES, key)
 
 
 def _fairseq_key(key: str) -> str | None:
-    rules = (
-        (r"^feature_extractor\.conv_layers\.(\d+)\.0\.", r"feature_encoder.layers.\1.conv."),
-        (r"^feature_extractor\.conv_layers\.(\d+)\.2\.(1\.)?", r"feature_encoder.layers.\1.norm."),
-        (r"^layer_norm\.", "feature_norm."),
-        (r"^post_extract_proj\.", "projection."),
-        (r"^mask_emb$", "mask_embedding"),
-        (r"^encoder\.pos_conv\.0\.(weight_g|parametrizations\.weight\.original0)$",
-         "transformer.pos_conv.weight_g"),
-        (r"^encoder\.pos_conv\.0\.(weight_v|parametrizations\.weight\.original1)$",
-         "transformer.pos_conv.weight_v"),
-        (r"^encoder\.pos_conv\.0\.bias$", "transformer.pos_conv.bias"),
-        (r"^encoder\.layer_norm\.", "transformer.norm."),
-        (r"^encoder\.layers\.(\d+)\.self_attn\.", r"transformer.blocks.\1.attention."),
-        (r"^encoder\.layers\.(\d+)\.self_attn_layer_norm\.", r"transformer.blocks.\1.attention_norm."),
-        (r"^encoder\.layers\.(\d+)\.final_layer_norm\.", r"transformer.blocks.\1.final_norm."),
-        (r"^encoder\.layers\.(\d+)\.fc(1|2)\.", r"transformer.blocks.\1.feed_forward.fc\2."),
-        (r"^quantizer\.vars$", "quantizer.codevectors"),
-        (r"^quantizer\.weight_proj\.", "quantizer.weight_proj."),
-        (r"^project_q\.", "project_q."),
-        (r"^final_proj\.", "final_proj."),
-    )
     if key.startswith("w2v_encoder.proj."):
         return "head." + key[len("w2v_encoder.proj."):]
-    return _apply(rules, key.removeprefix("w2v_encoder.w2v_model."))
+    return _apply(_FAIRSEQ_RULES, key.removeprefix("w2v_encoder.w2v_model."))
 
 
-def _apply(rules, key: str) -> str | None:
+def _apply(rules: tuple[tuple[re.Pattern[str], str], ...], key: str) -> str | None:
     for pattern, repl in rules:
-        new, n = re.subn(pattern, repl, key)
+        new, n = pattern.subn(repl, key)
         if n:
             return new
     return None
@@ -421,17 +413,12 @@ def wants_normalized(path: str | Path) -> bool:
     """Whether the model at ``path`` reads each recording normalized to zero mean and unit
     variance: a Hugging Face directory's ``do_normalize`` (its preprocessor config; transformers'
     default True), a package's card; speechlab's and fairseq's own models read raw audio."""
-    import json
-
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
         pre_path = path / "preprocessor_config.json"
         if not pre_path.is_file():
             return True
-        try:
-            pre = json.loads(pre_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise DataError(f"{pre_path}: not valid JSON ({e})") from None
+        pre = read_json(pre_path, "Hugging Face preprocessor config")
         if not isinstance(pre, dict):
             raise DataError(f"{pre_path}: expected a JSON object")
         if pre.get("sampling_rate", 16000) != 16000:

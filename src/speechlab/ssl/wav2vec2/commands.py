@@ -22,7 +22,7 @@ import dataclasses
 import shutil
 from pathlib import Path
 
-from speechlab.config import bounded
+from speechlab.config import bounded, command_group
 from speechlab.errors import ConfigError, DataError
 
 
@@ -151,8 +151,8 @@ def _run_config(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    d = sub.add_parser("diagnose", help="diagnose a model (the local-attention paper's Sec. 3)")
-    dsub = d.add_subparsers(dest="what", metavar="WHAT", required=True)
+    dsub = command_group(sub, "diagnose", "diagnose a model (the local-attention paper's Sec. 3)",
+                         dest="what", metavar="WHAT")
     a = dsub.add_parser("attention", help="per-block attention maps, patterns and the blocks "
                         "to make local, for a wav2vec 2.0 checkpoint or Hugging Face directory")
     a.add_argument("checkpoint", type=Path, metavar="CHECKPOINT_OR_HF_DIR")
@@ -167,8 +167,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="replace an existing (non-empty) --out directory")
     a.set_defaults(func=_run_diagnose, outputs={"out": "dir"})
 
-    w = sub.add_parser("wav2vec2", help="wav2vec 2.0 model configs")
-    wsub = w.add_subparsers(dest="what", metavar="WHAT", required=True)
+    wsub = command_group(sub, "wav2vec2", "wav2vec 2.0 model configs", dest="what", metavar="WHAT")
     c = wsub.add_parser("config", help="write a model config with some blocks local")
     c.add_argument("--preset", default="base")
     c.add_argument("--local-blocks", default="", help="1-based blocks, e.g. 2-12 or 6-11,12")

@@ -2,7 +2,7 @@
 local-attention paper does): :class:`FinetuneTask`.
 
 The feature encoder stays frozen throughout, so its outputs are computed once per utterance
-(:func:`conv_features`) and shared by every fine-tuned variant of one pre-trained model; the
+(:mod:`.conv_features`) and shared by every fine-tuned variant of one pre-trained model; the
 Transformer (with the feature projection) is frozen too for the first ``freeze_updates``
 updates, while only the CTC head learns. Latent frames are span-masked with the mask embedding
 (``mask_prob``, ``mask_length``) and channels are zeroed in spans (``channel_mask_prob``,
@@ -22,8 +22,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from speechlab.asr.data import with_labels
 from speechlab.config import check_fields, ranged
-from speechlab.errors import DataError
+from speechlab.ssl.wav2vec2.conv_features import FeatureBatch, FeatureUtterance, collate_features
 from speechlab.ssl.wav2vec2.masking import span_mask
 from speechlab.train.sampler import BucketBatches, MapBatches
 
@@ -43,49 +44,6 @@ class FinetuneTaskConfig:
         check_fields(self)
 
 
-@dataclass(frozen=True)
-class FeatureUtterance:
-    """One utterance's frozen conv features (T, C), its text and label ids."""
-
-    id: str
-    feats: Tensor
-    text: str
-    tokens: tuple[int, ...] | None
-
-
-@dataclass
-class FeatureBatch:
-    ids: list[str]
-    feats: Tensor
-    lens: Tensor
-    targets: Tensor
-    target_lens: Tensor
-
-
-def collate_features(utts: Sequence[FeatureUtterance]) -> FeatureBatch:
-    lens = torch.tensor([u.feats.shape[0] for u in utts])
-    feats = torch.zeros(len(utts), int(lens.max()), utts[0].feats.shape[1])
-    for i, u in enumerate(utts):
-        feats[i, : u.feats.shape[0]] = u.feats
-    labels = [list(u.tokens or ()) for u in utts]
-    t_lens = torch.tensor([len(t) for t in labels])
-    targets = torch.zeros(len(utts), max(int(t_lens.max()), 1), dtype=torch.long)
-    for i, t in enumerate(labels):
-        targets[i, : len(t)] = torch.tensor(t, dtype=torch.long)
-    return FeatureBatch([u.id for u in utts], feats, lens, targets, t_lens)
-
-
-def conv_features(feature_encoder: nn.Module, wavs: Sequence[Tensor]) -> list[Tensor]:
-    """Each waveform's (T, C) conv features, one utterance at a time (no padding enters the
-    first layer's group normalisation)."""
-    out = []
-    with torch.no_grad():
-        for w in wavs:
-            feats, _ = feature_encoder(torch.as_tensor(w, dtype=torch.float32)[None])
-            out.append(feats[0].clone())
-    return out
-
-
 class FinetuneTask:
     """The trainer's task for CTC fine-tuning of a :class:`~.model.Wav2Vec2CTC` on frozen conv
     features."""
@@ -95,10 +53,7 @@ class FinetuneTask:
                  seed: int = 0, rank: int = 0, world_size: int = 1) -> None:
         self.cfg = cfg
         self.text_of = text_of
-        self.train = [u for u in train if u.tokens]
-        self.dev = [u for u in dev if u.tokens][: cfg.valid_utterances]
-        if not self.train:
-            raise DataError("fine-tuning needs at least one training utterance with labels")
+        self.train, self.dev = with_labels(train, dev, cfg.valid_utterances, labels="labels")
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self.step = 0
 

@@ -24,12 +24,8 @@ import torch
 from torch import Tensor
 
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
-from speechlab.ssl.wav2vec2.finetune import (
-    FeatureUtterance,
-    FinetuneTask,
-    FinetuneTaskConfig,
-    conv_features,
-)
+from speechlab.ssl.wav2vec2.conv_features import FeatureUtterance, conv_features
+from speechlab.ssl.wav2vec2.finetune import FinetuneTask, FinetuneTaskConfig
 from speechlab.ssl.wav2vec2.model import (
     CTC_FAMILY,
     FAMILY,
