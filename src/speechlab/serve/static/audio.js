@@ -45,9 +45,10 @@ export function wavBlob(samples, rate = RATE) {
   text(12, "fmt "); view.setUint32(16, 16, true); view.setUint16(20, 1, true); view.setUint16(22, 1, true);
   view.setUint32(24, rate, true); view.setUint32(28, rate * 2, true); view.setUint16(32, 2, true);
   view.setUint16(34, 16, true); text(36, "data"); view.setUint32(40, samples.length * 2, true);
+  // x * 32768, rounded: the inverse of how decoders read 16-bit samples (x / 32768), so a
+  // decoded 16-bit file comes back sample for sample.
   for (let i = 0; i < samples.length; i++) {
-    const s = Math.max(-1, Math.min(1, samples[i]));
-    view.setInt16(44 + 2 * i, s < 0 ? s * 0x8000 : s * 0x7fff, true);
+    view.setInt16(44 + 2 * i, Math.max(-32768, Math.min(32767, Math.round(samples[i] * 32768))), true);
   }
   return new Blob([bytes], { type: "audio/wav" });
 }
