@@ -139,7 +139,7 @@ export function initAsr(models, capabilities) {
       const lead = lid ? Object.entries(values).sort((a, b) => b[1] - a[1])[0][0] : null;
       $("asr-lid").replaceChildren(...languages.map((l) => {
         const fill = el("div", { class: "fill" });
-        fill.style.width = percent(values[l] || 0);
+        fill.style.width = `${100 * (values[l] || 0)}%`;
         return el("div", { class: `bar${l === lead ? " lead" : ""}`, "data-lang": l },
           el("span", { class: "lang", text: l }), el("div", { class: "track" }, fill),
           el("span", { class: "value", text: lid ? percent(values[l] || 0) : "–" }));

@@ -45,7 +45,7 @@ export function initLattice(models, capabilities) {
     );
     const rows = out.hypotheses.map((h, i) => {
       const fill = el("div", { class: "fill" });
-      fill.style.width = percent(h.share);
+      fill.style.width = `${100 * h.share}%`;
       return el("tr", { class: h.viterbi ? "viterbi" : "" },
         el("td", { text: String(i + 1) }),
         el("td", {}, h.text || "(no words)", ...(h.viterbi ? [el("span", { class: "tag", text: "Viterbi" })] : [])),

@@ -40,5 +40,6 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 export function percent(x, digits = 1) {
+  if (x > 0 && x < 0.5 * 10 ** -(digits + 2)) return `< ${(10 ** -digits).toFixed(digits)}%`;
   return `${(100 * x).toFixed(digits)}%`;
 }
