@@ -51,10 +51,11 @@ def unique_names(paths: Sequence[Path]) -> list[str]:
 
     while True:
         names = [name(i) for i in range(len(paths))]
-        clashes = {n for n in names if names.count(n) > 1}
         grown = False
         for i, n in enumerate(names):
-            if n in clashes and depth[i] < len(parts[i]):
+            # grow a name while another, different path has it (the same path twice: numbered)
+            clash = any(names[j] == n and parts[j] != parts[i] for j in range(len(paths)))
+            if clash and depth[i] < len(parts[i]):
                 depth[i] += 1
                 grown = True
         if not grown:
