@@ -818,6 +818,20 @@ CASES += [
 ]
 
 
+# speechlab serve: what is refused before the server starts.
+CASES += [
+    Case("serve-no-demo-run", lambda e: ["serve", "--demo", str(e / "nodemo"), "--port", "0"],
+         "no model to serve: no PATH was given and {d}/nodemo holds no model of `make demo`"),
+    Case("serve-missing-model", lambda e: ["serve", str(e / "missing"), "--port", "0"],
+         "{d}/missing does not exist"),
+    Case("serve-not-a-model", lambda e: ["serve", str(e / "empty"), "--port", "0"],
+         "{d}/empty: not a model speechlab can load", setup=lambda e: (e / "empty").mkdir()),
+    Case("serve-port-out-of-range", lambda e: ["serve", "--port", "70000"], "must be <= 65535"),
+    Case("serve-max-streams-zero", lambda e: ["serve", "--max-streams", "0"], "must be >= 1"),
+    Case("serve-upload-limit-nan", lambda e: ["serve", "--max-upload-mb", "nan"],
+         "must be a number"),
+]
+
 def test_every_command_that_replaces_an_output_has_overwrite():
     """The one rule: each declared "file"/"dir" output is guarded by the CLI and may be
     replaced with --overwrite; other kinds are corpora, runs or caches (utils.OUTPUT_KINDS)."""

@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "speechlab.tts.commands",
     "speechlab.inference",
     "speechlab.papers",
+    "speechlab.serve.commands",
 )
 
 

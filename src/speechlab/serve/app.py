@@ -1,0 +1,288 @@
+"""The web app of ``speechlab serve``: :func:`create_app` takes models already loaded and gives a
+Starlette (ASGI) app, which uvicorn runs.
+
+The interface (scripts and checks rely on it):
+
+- ``GET /``: the page (``static/``: plain HTML and JavaScript modules, no build step);
+- ``GET /api/models``: ``[{name, kind, streaming, languages}]``;
+- ``POST /api/transcribe?model=NAME[&language=L][&tau=T&s_th=S][&filename=F]``, the body a WAV
+  (any file libsndfile reads): the JSON object of ``speechlab transcribe --json`` (``file`` is
+  ``filename``, default ``upload.wav``);
+- ``WS /ws/asr?model=NAME``: live recognition (:mod:`.streams`);
+- ``POST /api/synthesize?model=NAME``, JSON ``{"text"}``: a 16-bit WAV.
+
+and, for the page's panels:
+
+- ``GET /api/capabilities``: ``{name: [what the model does in the page]}``
+  (:meth:`~.models.ServedModel.capabilities`);
+- ``POST /api/speech?model=NAME``, JSON ``{"text"}``: the speech (base64 WAV) with its F0 and
+  spectrogram (:func:`.panels.speech_view`);
+- ``POST /api/attention?model=NAME``, body a WAV: per-block attention maps and labels
+  (:func:`.panels.attention_view`);
+- ``POST /api/lattice?model=NAME``, body a WAV: Viterbi words, the lattice's best hypotheses
+  with their BHP (:class:`.panels.LatticeView`).
+
+Errors are JSON ``{"error": message}``: 400 bad input, 404 unknown model or path, 403 a request
+from another site, 413 too large, 503 busy. Nothing a client sends names a file on the server,
+and nothing is unpickled: models are loaded before the server starts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from speechlab.errors import ConfigError, DataError, SpeechlabError
+from speechlab.serve.models import ServedModel
+from speechlab.serve.runtime import Busy, NotFound, Runtime, ServeLimits
+from speechlab.serve.streams import AsrSession, recognition_options
+from speechlab.serve.uploads import (TooLarge, read_audio, read_small_body, renamed_errors,
+                                     save_body, wav_bytes)
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).resolve().parent / "static"
+#: Largest JSON body (the text to synthesize and its quoting).
+MAX_JSON_BYTES = 1 << 20
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class Forbidden(Exception):
+    """A request another site's page made (HTTP 403)."""
+
+
+def _same_site(headers: Any) -> bool:
+    """Whether a request comes from this server's own page (or from no page at all: scripts
+    send no Origin). Stops other sites' pages in the user's browser from using the models."""
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == headers.get("host")
+
+
+def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *,
+               loopback: bool = True) -> Starlette:
+    """The app serving ``models`` (name -> anything :func:`speechlab.load` returned) within
+    ``limits``. ``loopback``: the server listens on a loopback address, so requests whose Host
+    is another name (DNS rebinding) are refused."""
+    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
+              for name, m in models.items()}
+    runtime = Runtime(served, limits)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html")
+
+    async def list_models(request: Request) -> Response:
+        return JSONResponse([m.describe() for m in runtime.models.values()])
+
+    async def capabilities(request: Request) -> Response:
+        return JSONResponse({m.name: m.capabilities() for m in runtime.models.values()})
+
+    async def transcribe(request: Request) -> Response:
+        model = runtime.model(request.query_params.get("model"), "asr")
+        opts = recognition_options(model, request.query_params)
+        name = request.query_params.get("filename") or "upload.wav"
+        with runtime.jobs:
+            path = await save_body(request, runtime.uploads, limits.max_upload_bytes)
+            try:
+                result = await runtime.job(model, _transcribe_file, model.model, path, name, opts)
+            finally:
+                path.unlink(missing_ok=True)
+        return JSONResponse(result)
+
+    async def _text(request: Request) -> str:
+        body = await read_small_body(request, MAX_JSON_BYTES)
+        try:
+            data = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise DataError('the body must be JSON: {"text": "..."}') from None
+        text = data.get("text") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise DataError('the body must be JSON with a string "text": {"text": "..."}')
+        if not text.strip():
+            raise DataError("the text is empty")
+        if len(text) > limits.max_text_chars:
+            raise DataError(f"the text has {len(text)} characters; this server synthesizes at "
+                            f"most {limits.max_text_chars} at once")
+        return text
+
+    async def synthesize(request: Request) -> Response:
+        model = runtime.model(request.query_params.get("model"), "tts")
+        with runtime.jobs:
+            text = await _text(request)
+            speech = await runtime.job(model, _synthesize, model.model, text)
+        return Response(wav_bytes(speech.waveform, speech.sample_rate), media_type="audio/wav")
+
+    async def speech(request: Request) -> Response:
+        from speechlab.serve.panels import speech_view
+
+        model = runtime.model(request.query_params.get("model"), "tts")
+        with runtime.jobs:
+            text = await _text(request)
+            out = await runtime.job(model, _speech, model.model, text, speech_view)
+        return JSONResponse(out)
+
+    async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
+        name = request.query_params.get("filename") or "upload.wav"
+        with runtime.jobs:
+            path = await save_body(request, runtime.uploads, limits.max_upload_bytes)
+            try:
+                out = await runtime.job(model, _analyse, fn, path, name,
+                                        limits.max_analysis_seconds)
+            finally:
+                path.unlink(missing_ok=True)
+        return JSONResponse(out)
+
+    async def attention(request: Request) -> Response:
+        from speechlab.serve.panels import attention_view
+
+        model = runtime.model(request.query_params.get("model"))
+        encoder = model.encoder
+        if encoder is None:
+            raise ConfigError(f"{model.name} is not a wav2vec 2.0 model: it has no attention "
+                              "maps to diagnose")
+        return await _analysis(request, model, lambda x: attention_view(encoder, x))
+
+    async def lattice(request: Request) -> Response:
+        from speechlab.serve.panels import LatticeView
+
+        model = runtime.model(request.query_params.get("model"))
+        if not model.has_lattice:
+            raise ConfigError(f"{model.name} is not a CTC-topology model with a decoding graph")
+        view = runtime.views.setdefault(model.name, LatticeView(model.model))
+        return await _analysis(request, model, view)
+
+    async def asr_socket(ws: Any) -> None:
+        await AsrSession(ws, runtime).run()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette):
+        yield
+        runtime.close()
+
+    routes = [
+        Route("/", index),
+        Route("/api/models", list_models),
+        Route("/api/capabilities", capabilities),
+        Route("/api/transcribe", transcribe, methods=["POST"]),
+        Route("/api/synthesize", synthesize, methods=["POST"]),
+        Route("/api/speech", speech, methods=["POST"]),
+        Route("/api/attention", attention, methods=["POST"]),
+        Route("/api/lattice", lattice, methods=["POST"]),
+        WebSocketRoute("/ws/asr", asr_socket),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=_HANDLERS)
+    app.state.runtime = runtime
+    return _Guard(app, loopback)
+
+
+def _error(status: int):
+    async def handler(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=status)
+
+    return handler
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    # Starlette raises the exception again after this response, and uvicorn logs it.
+    return JSONResponse({"error": "internal error (logged on the server)"}, status_code=500)
+
+
+async def _too_large(request: Request, exc: Exception) -> Response:
+    # Closing the connection stops the client's upload; kept open, the server would have to
+    # read the rest of the body (and throw it away) before the next request.
+    return JSONResponse({"error": str(exc)}, status_code=413, headers={"Connection": "close"})
+
+
+_HANDLERS = {SpeechlabError: _error(400), NotFound: _error(404), Forbidden: _error(403),
+             TooLarge: _too_large, Busy: _error(503), Exception: _internal}
+
+
+class _Guard:
+    """ASGI middleware: security headers on every response; requests from other sites'
+    pages (Origin) and, on a loopback server, for other host names (Host) refused."""
+
+    HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
+               (b"content-security-policy",
+                b"default-src 'self'; img-src 'self' data: blob:; media-src 'self' data: blob:; "
+                b"connect-src 'self'; object-src 'none'; frame-ancestors 'none'")]
+
+    def __init__(self, app: Starlette, loopback: bool) -> None:
+        self.app = app
+        self.loopback = loopback
+        self.state = app.state
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        hostname = urlsplit("//" + host).hostname or ""
+        refuse = None
+        if self.loopback and hostname not in LOOPBACK_HOSTS:
+            refuse = f"this server answers to its loopback address, not to {host!r}"
+        elif not _same_site(headers):
+            refuse = "requests from another site's page are refused"
+        if refuse is not None:
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            response = JSONResponse({"error": refuse}, status_code=403)
+            return await response(scope, receive, send)
+
+        async def with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + self.HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# Work done on the job thread
+
+
+def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any]) -> dict[str, Any]:
+    from speechlab.audio.io import validate_audio_file
+
+    with renamed_errors(path, name):
+        validate_audio_file(path, expected_sr=None, channels=None)
+        result = model.transcribe(path, **opts)
+    return result.to_json(name)
+
+
+def _synthesize(model: Any, text: str) -> Any:
+    import numpy as np
+
+    speech = model.synthesize(text=text)
+    if not np.isfinite(speech.waveform).all():
+        raise DataError("the vocoder gave non-finite samples (the model's normalizers are "
+                        "broken?); retrain the model")
+    return speech
+
+
+def _speech(model: Any, text: str, view: Any) -> dict[str, Any]:
+    speech = _synthesize(model, text)
+    out = view(speech)
+    out["wav"] = base64.b64encode(wav_bytes(speech.waveform, speech.sample_rate)).decode("ascii")
+    return out
+
+
+def _analyse(fn: Any, path: Path, name: str, max_seconds: float) -> dict[str, Any]:
+    samples = read_audio(path, name, max_seconds)
+    with renamed_errors(path, name):
+        return fn(samples)

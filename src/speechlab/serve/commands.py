@@ -1,0 +1,136 @@
+"""``speechlab serve [PATH...] [--host 127.0.0.1] [--port 8000]``: the models at PATH (anything
+``speechlab.load`` takes), or those of the last ``make demo`` run, behind a local web page and
+its HTTP/WebSocket interface (:mod:`speechlab.serve.app`).
+
+The port is bound before the models load, so a port in use is said at once; the server listens
+on the loopback address unless ``--host`` names another, and says so when it does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import socket
+from dataclasses import fields
+from pathlib import Path
+
+from speechlab.config import bounded
+from speechlab.errors import ConfigError, DataError
+from speechlab.serve.runtime import ServeLimits
+
+DEFAULT_DEMO = Path("exp/demo")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: any free one)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host!r}: not an address of this machine ({e.strerror})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        if e.errno in (98, 48):  # EADDRINUSE on Linux, macOS
+            raise ConfigError(f"port {port} on {host} is in use; stop what uses it or choose "
+                              "another with --port") from None
+        raise ConfigError(f"cannot listen on {host}:{port} ({e.strerror}); choose another "
+                          "--host or --port") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def model_paths(paths: list[Path], demo: Path) -> list[Path]:
+    """``paths``, or with none the models of the ``make demo`` run under ``demo``."""
+    from speechlab.serve.models import DEMO_MODELS, demo_paths
+
+    if paths:
+        return paths
+    found, missing = demo_paths(demo)
+    if not found:
+        wanted = "; ".join(f"{paper}: {', '.join(names)}" for paper, names in DEMO_MODELS.items())
+        raise DataError(f"no model to serve: no PATH was given and {demo} holds no model of "
+                        f"`make demo` (looked for <paper>/models/NAME, {wanted}); run `make demo` "
+                        "first, or give model paths (packages, OUT/models/NAME, Hugging Face "
+                        "directories)")
+    if missing:
+        print(f"note: {demo} lacks {', '.join(str(p.relative_to(demo)) for p in missing)}; "
+              "serving the demo models it has", flush=True)
+    return found
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    import torch
+    import uvicorn
+
+    from speechlab.serve.app import create_app
+    from speechlab.serve.models import load_models
+
+    limits = ServeLimits(**{f.name: getattr(args, f.name) for f in fields(ServeLimits)
+                            if getattr(args, f.name, None) is not None})
+    paths = model_paths(args.paths, args.demo)
+    sock = bind(args.host, args.port)
+    try:
+        # Streams run side by side on the worker threads; one thread per step keeps them
+        # from fighting over the cores.
+        torch.set_num_threads(1)
+        print(f"loading {len(paths)} model(s):", flush=True)
+        models = load_models(paths, say=lambda line: print(line, flush=True))
+        loopback = is_loopback(args.host)
+        app = create_app(models, limits, loopback=loopback)
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        if not loopback:
+            print(f"warning: listening on {args.host}, not only this machine's loopback: anyone "
+                  "who can reach it can use these models", flush=True)
+        print(f"speechlab serve: http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on",
+                                ws_max_size=int(limits.max_frame_mb * 2**20),
+                                ws_per_message_deflate=False, timeout_keep_alive=5,
+                                # connections beyond streams and jobs only wait: bound them too
+                                limit_concurrency=4 * (limits.max_streams + limits.max_jobs) + 16)
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    d = ServeLimits()
+    s = sub.add_parser(
+        "serve", help="a local web app over trained models: live transcription, synthesis, "
+        "attention diagnosis, lattices",
+        description="Serve models (packages, OUT/models/NAME of a run, Hugging Face wav2vec 2.0 "
+        "directories; with none, those of the last `make demo`) behind a web page and an "
+        "HTTP/WebSocket interface: GET /api/models, POST /api/transcribe?model=NAME (a WAV), "
+        "WS /ws/asr?model=NAME, POST /api/synthesize?model=NAME ({\"text\"}).")
+    s.add_argument("paths", nargs="*", type=Path, metavar="PATH")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: loopback only)")
+    s.add_argument("--port", type=bounded(int, ge=0, le=65535), default=8000,
+                   help="TCP port (0: any free one)")
+    s.add_argument("--demo", type=Path, default=DEFAULT_DEMO,
+                   help="the `make demo` output whose models to serve when no PATH is given")
+    s.add_argument("--max-upload-mb", dest="max_upload_mb",
+                   type=bounded(float, gt=0, le=4096, why="uploads are spooled to disk"),
+                   default=None, help=f"largest upload (default {d.max_upload_mb:g})")
+    s.add_argument("--max-streams", dest="max_streams",
+                   type=bounded(int, ge=1, le=1024), default=None,
+                   help=f"live streams at once; more are told the server is busy (default "
+                        f"{d.max_streams}, measured on 2 cores by benchmarks/serve_load.py)")
+    s.add_argument("--workers", type=bounded(int, ge=1, le=64), default=None,
+                   help=f"threads decoding streams (default {d.workers}: one per core)")
+    s.set_defaults(func=_run_serve)

@@ -1,0 +1,142 @@
+"""Which models a server holds and what each one offers.
+
+The models are loaded once, when the server starts, from the paths given on the command line
+(anything :func:`speechlab.load` takes) or, with none, from the last ``make demo`` run
+(:data:`DEMO_MODELS`). Each gets a short name (:func:`unique_names`); clients name models by it
+and never by a path.
+
+:class:`ServedModel` says what a loaded model can do in the page: ``transcribe`` and ``stream``
+(ASR), ``synthesize`` (TTS), ``attention`` (anything with a wav2vec 2.0 encoder: the diagnosis
+panel) and ``lattice`` (a CTC-topology model with its decoding graph: the topology panel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speechlab.errors import DataError
+
+#: The models of ``make demo`` the server offers when given no path, under its ``--out``
+#: directory (``exp/demo``): paper -> model names in ``<paper>/models/``.
+DEMO_MODELS: dict[str, tuple[str, ...]] = {
+    "multisoftmax": ("multisoftmax_lid",),
+    "topologies": ("en_S1-T1", "hi_S1-T1"),
+    "local-attention": ("Orig", "pretrained"),
+    "salad": ("big_salad",),
+}
+
+
+def demo_paths(root: Path) -> tuple[list[Path], list[Path]]:
+    """The demo's model directories under ``root``: (found, missing)."""
+    found, missing = [], []
+    for paper, names in DEMO_MODELS.items():
+        for name in names:
+            path = root / paper / "models" / name
+            (found if path.is_dir() else missing).append(path)
+    return found, missing
+
+
+def unique_names(paths: Sequence[Path]) -> list[str]:
+    """One name per path: its last part (``OUT/models/NAME`` -> ``NAME``, a package directory
+    -> its name), with the parts above it prefixed where two paths would share a name."""
+    parts = [Path(p).resolve().parts for p in paths]
+    depth = [1] * len(paths)
+
+    def name(i: int) -> str:
+        kept = [p for p in parts[i][-depth[i]:] if p != "models"]
+        return "/".join(kept) or parts[i][-1]
+
+    while True:
+        names = [name(i) for i in range(len(paths))]
+        grown = False
+        for i, n in enumerate(names):
+            # grow a name while another, different path has it (the same path twice: numbered)
+            clash = any(names[j] == n and parts[j] != parts[i] for j in range(len(paths)))
+            if clash and depth[i] < len(parts[i]):
+                depth[i] += 1
+                grown = True
+        if not grown:
+            break
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for n in names:  # the same path twice: number the repeats
+        seen[n] = seen.get(n, 0) + 1
+        out.append(n if seen[n] == 1 else f"{n}-{seen[n]}")
+    return out
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A loaded model under the name clients use."""
+
+    name: str
+    model: Any
+
+    @property
+    def kind(self) -> str:
+        return str(getattr(self.model, "kind", "?"))
+
+    @property
+    def streaming(self) -> bool:
+        return bool(getattr(self.model, "streaming", False))
+
+    @property
+    def languages(self) -> list[str]:
+        return list(getattr(self.model, "languages", ()) or ())
+
+    def describe(self) -> dict[str, Any]:
+        """The entry of ``GET /api/models``."""
+        return {"name": self.name, "kind": self.kind, "streaming": self.streaming,
+                "languages": self.languages}
+
+    @property
+    def encoder(self) -> Any | None:
+        """The wav2vec 2.0 encoder to diagnose (``.model``, ``.waveform``), if there is one."""
+        if self.kind == "ssl":
+            return self.model
+        encoder = getattr(self.model, "encoder", None)
+        return encoder if hasattr(encoder, "waveform") else None
+
+    @property
+    def has_lattice(self) -> bool:
+        from speechlab.asr.ctc.recognizer import CtcRecognizer
+
+        return isinstance(self.model, CtcRecognizer)
+
+    @property
+    def lid_free(self) -> bool:
+        """Whether the model finds the language itself (LID bars and early stopping apply)."""
+        return bool(getattr(self.model, "lid_free", False))
+
+    def capabilities(self) -> list[str]:
+        out = []
+        if self.kind == "asr":
+            out.append("transcribe")
+            if self.streaming:
+                out.append("stream")
+            if self.lid_free:
+                out.append("early_stop")
+        if self.kind == "tts":
+            out.append("synthesize")
+        if self.encoder is not None:
+            out.append("attention")
+        if self.has_lattice:
+            out.append("lattice")
+        return out
+
+
+def load_models(paths: Sequence[Path], *, say: Any = print) -> dict[str, ServedModel]:
+    """Every model at ``paths`` loaded (:func:`speechlab.load`), by name; ``say`` reports each."""
+    from speechlab.inference import load
+
+    if not paths:
+        raise DataError("no model to serve")
+    served: dict[str, ServedModel] = {}
+    for name, path in zip(unique_names(paths), paths):
+        model = load(path)
+        served[name] = ServedModel(name, model)
+        say(f"  {name}: {served[name].kind} model from {path}")
+    return served

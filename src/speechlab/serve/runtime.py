@@ -1,0 +1,142 @@
+"""What every request of one server shares: the models, the limits, the worker threads, the
+stream and job slots, per-model locks and a directory for uploads.
+
+Inference is CPU-bound and runs off the event loop: streaming steps on ``workers`` threads
+(one per core by default, each step single-threaded), everything else (whole-file
+transcription, synthesis, the analysis panels, decoding a non-streaming model's recording at
+``done``) on one more thread, one call per model at a time (the Kaldi decoder and lazily built
+parts of a model are not thread-safe). A long upload therefore never stops partial results of
+live streams. Slots bound how many streams and jobs run or wait at once; beyond them a client
+is told the server is busy, so memory never grows with the number of clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speechlab.config import check_fields, ranged
+from speechlab.errors import ConfigError
+from speechlab.serve.models import ServedModel
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """How much one server takes on (``speechlab serve`` options in brackets).
+
+    ``max_upload_mb`` [--max-upload-mb]: largest request body; ``max_streams``
+    [--max-streams]: live recognition streams at once (sized for 2 cores: see
+    ``benchmarks/serve_load.py``); ``workers`` [--workers]: threads for streaming steps;
+    ``max_jobs``: HTTP inference requests running or waiting; ``max_pending_seconds``: audio a
+    stream has received but not yet decoded; ``max_buffered_seconds``: a recording kept whole
+    for a model that decodes at ``done``; ``max_frame_mb``: largest WebSocket frame;
+    ``max_text_chars``: text to synthesize; ``max_analysis_seconds``: audio the attention and
+    lattice panels analyse (their cost grows with the square of the length, or faster).
+    """
+
+    max_upload_mb: float = ranged(100.0, gt=0, le=4096, why="uploads are spooled to disk")
+    max_streams: int = ranged(8, ge=1, le=1024)
+    workers: int = ranged(2, ge=1, le=64)
+    max_jobs: int = ranged(4, ge=1, le=256)
+    max_pending_seconds: float = ranged(30.0, gt=0, le=3600)
+    max_buffered_seconds: float = ranged(600.0, gt=0, le=36000)
+    max_frame_mb: float = ranged(4.0, gt=0, le=256)
+    max_text_chars: int = ranged(2000, ge=1, le=100_000)
+    max_analysis_seconds: float = ranged(30.0, gt=0, le=600)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 2**20)
+
+
+class NotFound(Exception):
+    """An unknown model (HTTP 404)."""
+
+
+class Busy(Exception):
+    """No slot is free: the client should try again later (HTTP 503, WebSocket 1013)."""
+
+
+class Slots:
+    """At most ``limit`` holders at once; taking never waits (the event loop's thread only)."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self.used = 0
+
+    def take(self) -> None:
+        if self.used >= self.limit:
+            raise Busy(f"busy: {self.used} {self.what} are running, this server's limit; try "
+                       "again in a moment")
+        self.used += 1
+
+    def give_back(self) -> None:
+        self.used -= 1
+
+    def __enter__(self) -> Slots:
+        self.take()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.give_back()
+
+
+class Runtime:
+    """The shared state of one server (module doc)."""
+
+    def __init__(self, models: Mapping[str, ServedModel], limits: ServeLimits) -> None:
+        self.models = dict(models)
+        self.limits = limits
+        self.stream_pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="serve-stream")
+        self.job_pool = ThreadPoolExecutor(1, thread_name_prefix="serve-job")
+        self.streams = Slots(limits.max_streams, "streams")
+        self.jobs = Slots(limits.max_jobs, "requests")
+        self.locks = {name: threading.Lock() for name in self.models}
+        self.uploads = Path(tempfile.mkdtemp(prefix="speechlab-serve-"))
+        self.views: dict[str, Any] = {}  # per model: LatticeView, built on first use
+
+    def model(self, name: str | None, kind: str | None = None) -> ServedModel:
+        """The served model ``name``, checked to be of ``kind``."""
+        if not name:
+            raise ConfigError(f"say which model: ?model=NAME, one of {', '.join(self.models)}")
+        served = self.models.get(name)
+        if served is None:
+            raise NotFound(f"no model named {name!r} here; this server has "
+                           f"{', '.join(self.models) or 'none'}")
+        if kind is not None and served.kind != kind:
+            what = {"asr": "a speech recognizer", "tts": "a speech synthesizer"}.get(kind, kind)
+            raise ConfigError(f"{name} is a {served.kind} model, not {what}")
+        return served
+
+    async def step(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on a streaming worker thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.stream_pool, functools.partial(fn, *args))
+
+    async def job(self, served: ServedModel, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the job thread, holding ``served``'s lock."""
+        lock = self.locks[served.name]
+
+        def locked() -> Any:
+            with lock:
+                return fn(*args)
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.job_pool, locked)
+
+    def close(self) -> None:
+        self.stream_pool.shutdown(wait=False, cancel_futures=True)
+        self.job_pool.shutdown(wait=False, cancel_futures=True)
+        shutil.rmtree(self.uploads, ignore_errors=True)

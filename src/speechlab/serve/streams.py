@@ -1,0 +1,265 @@
+"""Live recognition over a WebSocket: ``/ws/asr?model=NAME[&language=L][&tau=T&s_th=S]``.
+
+The client sends binary frames of float32 little-endian mono PCM at 16 kHz and, at the end,
+the text frame ``done``. The server answers with JSON text frames:
+
+- ``{"type": "partial", "text", "lid", "active", "seconds"}`` as audio is decoded: the best
+  text so far, the LID head's posteriors (None without one), the languages whose decoders
+  still run under early stopping (Sec. 6.3 of the multi-softmax paper), and the seconds of
+  audio decoded;
+- one ``{"type": "final", "text", "language", "lid", "words"}`` after ``done``: the
+  :class:`~speechlab.asr.transcript.Transcript` as ``speechlab transcribe --json`` writes it;
+- ``{"type": "error", "message"}`` for anything malformed. A bad frame is skipped and the
+  stream goes on; a stream that cannot go on (unknown model, bad settings, the server busy,
+  audio arriving far faster than it is decoded, a recording too long to keep) is closed after
+  its error.
+
+A streaming model decodes as audio arrives, at most a second per step so that a large frame
+still gives partial results; a model that reads whole recordings keeps the audio (up to
+``max_buffered_seconds``) and decodes it at ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from speechlab.errors import ConfigError, DataError, SpeechlabError
+from speechlab.serve.models import ServedModel
+from speechlab.serve.runtime import Busy, NotFound, Runtime
+from speechlab.serve.uploads import pcm_frame
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+#: Samples decoded per step: a step never holds a worker for long.
+STEP_SAMPLES = SAMPLE_RATE
+
+# WebSocket close codes (RFC 6455): normal, policy violation (bad request), internal error,
+# try again later.
+NORMAL, BAD_REQUEST, INTERNAL, TRY_LATER = 1000, 1008, 1011, 1013
+
+
+class Fatal(Exception):
+    """An error after which the stream cannot go on."""
+
+    def __init__(self, message: str, code: int = BAD_REQUEST) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def early_stop_value(query: Any, name: str) -> float:
+    """``tau`` / ``s_th`` of a query string: a number >= 0 or ``inf`` (the default)."""
+    text = query.get(name)
+    if text is None or text == "":
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number >= 0 (or inf), got {text!r}") from None
+    if not value >= 0:
+        raise ConfigError(f"{name} must be a number >= 0 (or inf), got {text!r}")
+    return value
+
+
+def recognition_options(served: ServedModel, query: Any) -> dict[str, Any]:
+    """``language``, ``tau``, ``s_th`` of a request for ``served``, checked as ``speechlab
+    transcribe`` checks its options."""
+    language = query.get("language") or None
+    if language is not None and language not in served.languages:
+        raise ConfigError(f"language {language!r}: {served.name} knows "
+                          f"{', '.join(served.languages)}")
+    opts: dict[str, Any] = {"language": language}
+    for name in ("tau", "s_th"):
+        value = early_stop_value(query, name)
+        if value != math.inf:
+            if not served.lid_free:
+                raise ConfigError(f"{name}: early stopping is for the streaming multi-softmax "
+                                  f"models with a LID head; {served.name} is not one")
+            opts[name] = value
+    return opts
+
+
+class AsrSession:
+    """One WebSocket recognition stream (module doc)."""
+
+    def __init__(self, ws: Any, runtime: Runtime) -> None:
+        self.ws = ws
+        self.runtime = runtime
+        self.served: ServedModel | None = None
+        self.opts: dict[str, Any] = {}
+        self.stream: Any = None
+        self.pending: list[np.ndarray] = []
+        self.pending_samples = 0
+        self.decoded_samples = 0
+        self.done = False
+        self.closed = False
+        self.wake = asyncio.Event()
+        self.send_lock = asyncio.Lock()
+
+    # -----------------------------------------------------------------------------------------
+    # The connection
+
+    async def run(self) -> None:
+        ws = self.ws
+        await ws.accept()
+        try:
+            self._open()
+        except (SpeechlabError, Busy, NotFound) as e:
+            await self._fail(str(e), TRY_LATER if isinstance(e, Busy) else BAD_REQUEST)
+            return
+        except Exception:
+            log.exception("opening a stream failed")
+            await self._fail("the server could not open this stream (an internal error, "
+                             "logged on the server)", INTERNAL)
+            return
+        try:
+            decoder = asyncio.create_task(self._decode())
+            try:
+                await self._receive()
+            finally:
+                self.closed = True
+                self.wake.set()
+                try:
+                    await decoder
+                except Exception:  # already reported to the client, or the client is gone
+                    log.debug("stream decoder ended with an error", exc_info=True)
+        finally:
+            self.runtime.streams.give_back()
+
+    def _open(self) -> None:
+        query = self.ws.query_params
+        self.served = self.runtime.model(query.get("model"), "asr")
+        self.opts = recognition_options(self.served, query)
+        if self.served.streaming:
+            self.stream = self.served.model.stream(**self.opts)
+        self.runtime.streams.take()  # last: nothing after it can fail and keep the slot
+
+    async def _receive(self) -> None:
+        limits = self.runtime.limits
+        while True:
+            message = await self.ws.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            data, text = message.get("bytes"), message.get("text")
+            try:
+                if data is not None:
+                    if self.done:
+                        raise DataError("audio after 'done': the stream is finished")
+                    samples = pcm_frame(data)
+                    self.pending.append(samples)
+                    self.pending_samples += len(samples)
+                    behind = self.pending_samples / SAMPLE_RATE
+                    if self.served.streaming and behind > limits.max_pending_seconds:
+                        raise Fatal(f"audio arrives faster than it is decoded ({behind:.0f} s "
+                                    "waiting); send it at most at real-time pace")
+                    if not self.served.streaming and behind > limits.max_buffered_seconds:
+                        raise Fatal(f"the recording passed {limits.max_buffered_seconds:g} s, "
+                                    f"the most this server keeps for {self.served.name} (which "
+                                    "decodes whole recordings); send shorter ones")
+                    self.wake.set()
+                elif text is not None:
+                    if text.strip() != "done":
+                        raise DataError(f"unknown text frame {text[:40]!r}: the only text frame "
+                                        "is 'done'")
+                    if self.done:
+                        raise DataError("'done' twice: the stream is finished")
+                    self.done = True
+                    self.wake.set()
+            except Fatal as e:
+                await self._fail(str(e), e.code)
+                return
+            except DataError as e:
+                await self._send({"type": "error", "message": str(e)})
+            if self.closed:
+                return
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        async with self.send_lock:
+            try:
+                await self.ws.send_json(message)
+            except Exception:  # the client went away; the receive loop will see it
+                self.closed = True
+                self.wake.set()
+
+    async def _fail(self, message: str, code: int) -> None:
+        await self._send({"type": "error", "message": message})
+        await self._close(code)
+
+    async def _close(self, code: int) -> None:
+        self.closed = True
+        self.wake.set()
+        async with self.send_lock:
+            try:
+                await self.ws.close(code)
+            except Exception:
+                pass  # already closed by the client
+
+    # -----------------------------------------------------------------------------------------
+    # Decoding
+
+    async def _decode(self) -> None:
+        try:
+            while not self.closed:
+                await self.wake.wait()
+                self.wake.clear()
+                if self.served.streaming:
+                    while self.pending and not self.closed:
+                        message = await self.runtime.step(self._step, self._take(STEP_SAMPLES))
+                        await self._send(message)
+                if self.done and not self.closed and (not self.pending or not self.served.streaming):
+                    await self._send(await self._final())
+                    await self._close(NORMAL)
+        except SpeechlabError as e:
+            await self._fail(str(e), BAD_REQUEST)
+        except Exception:
+            log.exception("decoding a stream of %s failed", self.served.name)
+            await self._fail("the server could not decode this stream (an internal error, "
+                             "logged on the server)", INTERNAL)
+
+    def _take(self, limit: int) -> np.ndarray:
+        """Up to ``limit`` of the oldest pending samples."""
+        taken, n = [], 0
+        while self.pending and n < limit:
+            piece = self.pending[0]
+            if n + len(piece) > limit:
+                taken.append(piece[: limit - n])
+                self.pending[0] = piece[limit - n:]
+                n = limit
+                break
+            taken.append(self.pending.pop(0))
+            n += len(piece)
+        self.pending_samples -= n
+        return np.concatenate(taken) if len(taken) > 1 else taken[0]
+
+    def _step(self, samples: np.ndarray) -> dict[str, Any]:
+        """On a worker thread: decode ``samples``; the partial result to send."""
+        stream = self.stream
+        stream.accept_waveform(samples, SAMPLE_RATE)
+        self.decoded_samples += len(samples)
+        lid = stream.lid
+        return {"type": "partial", "text": stream.partial,
+                "lid": None if lid is None else {k: round(float(v), 6) for k, v in lid.items()},
+                "active": list(stream.active),
+                "seconds": round(self.decoded_samples / SAMPLE_RATE, 3)}
+
+    async def _final(self) -> dict[str, Any]:
+        served = self.served
+        if served.streaming:
+            result = await self.runtime.step(self.stream.finish)
+        else:
+            if not self.pending:
+                raise DataError("no audio was sent before 'done'")
+            samples = np.concatenate(self.pending)
+            self.pending, self.pending_samples = [], 0
+            result = await self.runtime.job(served, _transcribe, served.model, samples,
+                                            self.opts)
+        return {"type": "final", **result.to_json()}
+
+
+def _transcribe(model: Any, samples: np.ndarray, opts: dict[str, Any]) -> Any:
+    return model.transcribe(samples, SAMPLE_RATE, **opts)

@@ -1,0 +1,248 @@
+"""``speechlab serve``'s HTTP and WebSocket interface, against a real server (conftest.py): the
+models it lists, transcripts equal to ``speechlab transcribe --json`` over HTTP and WebSocket,
+malformed frames and files, uploads past the limit (refused before they are read, the server
+keeping its memory), streams past the limit, the loopback default and the other panels'
+endpoints."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from serve_support import MAX_STREAMS, collect, http_json, post, stream_file, ws_connect
+
+MB = 1 << 20
+
+
+def test_models_lists_every_loaded_model_with_its_kind(server):
+    status, models = http_json(server.url + "/api/models")
+    assert status == 200
+    by_name = {m["name"]: m for m in models}
+    assert by_name["hf"] == {"name": "hf", "kind": "asr", "streaming": False, "languages": ["en"]}
+    assert by_name["tones"] == {"name": "tones", "kind": "asr", "streaming": True,
+                                "languages": ["en", "hi"]}
+    assert by_name["salad"]["kind"] == "tts" and by_name["w2v"]["kind"] == "ssl"
+    assert by_name["ctc"] == {"name": "ctc", "kind": "asr", "streaming": False,
+                              "languages": ["en"]}
+    _, caps = http_json(server.url + "/api/capabilities")
+    assert caps["tones"] == ["transcribe", "stream", "early_stop"]
+    assert caps["ctc"] == ["transcribe", "lattice"] and caps["hf"] == ["transcribe", "attention"]
+    assert caps["w2v"] == ["attention"] and caps["salad"] == ["synthesize"]
+
+
+@pytest.mark.parametrize("name", ["hf", "tones", "ctc"])
+def test_http_and_websocket_transcripts_equal_the_command_line(server, cli_json, name):
+    expected = cli_json(name, server.wav)
+    assert expected["text"]  # the planted or sharpened models say something
+    status, got = post(server.url, f"/api/transcribe?model={name}&filename={server.wav}",
+                       server.wav.read_bytes())
+    assert status == 200 and got == expected
+    messages = stream_file(server, name, server.wav)
+    final = messages[-1]
+    assert final["type"] == "final"
+    assert final == {"type": "final", **{k: v for k, v in expected.items() if k != "file"}}
+    partials = [m for m in messages if m["type"] == "partial"]
+    if name == "tones":  # streams: partial results came before the end, growing to the text
+        assert partials and partials[-1]["seconds"] == pytest.approx(3.72, abs=0.01)
+        texts = [p["text"] for p in partials]
+        assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
+        assert 0 < len(texts[0]) < len("the fox") and texts[-1] == "the fox"
+        assert set(partials[0]["lid"]) == {"en", "hi"}
+    else:  # decodes at 'done'
+        assert partials == []
+
+
+def test_early_stopping_switches_decoders_off_and_bad_settings_are_refused(server):
+    messages = stream_file(server, "tones", server.wav, query="&tau=10&s_th=1")
+    partials = [m for m in messages if m["type"] == "partial"]
+    assert partials[0]["active"] == ["en", "hi"] or partials[0]["seconds"] > 0.3
+    assert partials[-1]["active"] == ["en"] and messages[-1]["text"] == "the fox"
+    assert stream_file(server, "tones", server.wav)[-2]["active"] == ["en", "hi"]
+    for query, message in (("&tau=x", "tau must be a number"), ("&s_th=-1", "s_th must be"),
+                           ("&language=fr", "language 'fr'")):
+        ws = ws_connect(server, f"/ws/asr?model=tones{query}")
+        got, code = collect(ws)
+        assert [m["type"] for m in got] == ["error"] and message in got[0]["message"]
+        assert code == 1008
+    ws = ws_connect(server, "/ws/asr?model=hf&tau=5")
+    got, code = collect(ws)
+    assert "early stopping" in got[0]["message"] and code == 1008
+
+
+def test_malformed_frames_get_errors_and_the_stream_goes_on(server):
+    audio, _ = sf.read(server.wav, dtype="float32")
+    ws = ws_connect(server, "/ws/asr?model=tones")
+    half = len(audio) // 2
+    ws.send(audio[:half].astype("<f4").tobytes())
+    for bad in (b"abc", b"", np.array([np.nan, 1], "<f4").tobytes(), "hello", "{}"):
+        ws.send(bad)
+    ws.send(audio[half:].astype("<f4").tobytes())
+    ws.send("done")
+    ws.send(audio[:100].astype("<f4").tobytes())  # after done: an error, or already closed
+    got, code = collect(ws)
+    errors = [m["message"] for m in got if m["type"] == "error"]
+    assert any("multiple of 4 bytes" in e for e in errors)
+    assert any("empty audio frame" in e for e in errors)
+    assert any("NaN" in e for e in errors)
+    assert any("unknown text frame 'hello'" in e for e in errors)
+    assert got[-1]["type"] == "final" and got[-1]["text"] == "the fox" and code == 1000
+    # a model that is not there, or not a recognizer: an error, and the socket closes
+    for query, message in (("model=nope", "no model named 'nope'"), ("model=salad", "not a speech"),
+                           ("", "say which model")):
+        got, code = collect(ws_connect(server, f"/ws/asr?{query}"))
+        assert message in got[0]["message"] and code in (1008,)
+    # 'done' with no audio for a model that reads whole recordings
+    ws = ws_connect(server, "/ws/asr?model=hf")
+    ws.send("done")
+    got, _ = collect(ws)
+    assert got[-1]["type"] == "error" and "no audio" in got[-1]["message"]
+    assert http_json(server.url + "/api/models")[0] == 200
+
+
+def test_bad_files_get_one_clear_error_naming_the_upload(server, tmp_path):
+    nan = tmp_path / "nan.wav"
+    sf.write(nan, np.full(1600, np.nan, np.float32), 16000, subtype="FLOAT")
+    for body, name, message in ((b"RIFF nothing", "bad.wav", "bad.wav"),
+                                (nan.read_bytes(), "nan.wav", "non-finite"),
+                                (b"", "empty.wav", "no body")):
+        for path in ("/api/transcribe?model=hf", "/api/attention?model=w2v",
+                     "/api/lattice?model=ctc"):
+            status, got = post(server.url, f"{path}&filename={name}", body)
+            assert status == 400 and message in got["error"], (path, got)
+            assert "speechlab-serve-" not in got["error"]  # never the server's own paths
+    status, got = post(server.url, "/api/transcribe?model=nope", b"x")
+    assert status == 404 and "no model named 'nope'" in got["error"]
+    status, got = post(server.url, "/api/transcribe?model=salad", b"x")
+    assert status == 400 and "not a speech recognizer" in got["error"]
+    status, got = post(server.url, "/api/lattice?model=hf", server.wav.read_bytes())
+    assert status == 400 and "CTC-topology" in got["error"]
+
+
+def _peak_rss_reset() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def test_a_300_mb_upload_is_refused_early_and_the_server_keeps_serving(server):
+    host, port = server.url.removeprefix("http://").split(":")
+    # Content-Length says 300 MB: refused before any of it is read.
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn.putrequest("POST", "/api/transcribe?model=hf")
+    conn.putheader("Content-Length", str(300 * MB))
+    conn.endheaders()
+    conn.send(b"RIFF" + bytes(1020))
+    response = conn.getresponse()
+    assert response.status == 413 and "100 MB" in json.loads(response.read())["error"]
+    conn.close()
+    # Chunked, with no length: refused once it passes 100 MB, spooled to disk until then.
+    try:
+        _peak_rss_reset()
+        before = _status_mb("VmRSS")
+    except OSError:
+        before = None
+    block = bytes(MB)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    conn.putrequest("POST", "/api/transcribe?model=hf")
+    conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    sent = 0
+    try:
+        for _ in range(300):
+            conn.send(b"%x\r\n%s\r\n" % (len(block), block))
+            sent += len(block)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the server answered and closed: the rest is never read
+    response = conn.getresponse()
+    assert response.status == 413
+    conn.close()
+    assert sent < 300 * MB
+    if before is not None:  # the server (this process) never held the upload in memory
+        assert _status_mb("VmHWM") - before < 64
+    assert http_json(server.url + "/api/models")[0] == 200
+    status, got = post(server.url, "/api/transcribe?model=tones", server.wav.read_bytes())
+    assert status == 200 and got["text"] == "the fox"
+
+
+def test_streams_past_the_limit_are_told_the_server_is_busy(server):
+    open_ = [ws_connect(server, "/ws/asr?model=tones") for _ in range(MAX_STREAMS)]
+    for ws in open_:  # each holds its slot once it has answered a frame
+        ws.send(np.zeros(1600, "<f4").tobytes())
+        assert json.loads(ws.recv(timeout=10))["type"] == "partial"
+    got, code = collect(ws_connect(server, "/ws/asr?model=tones"))
+    assert got[0]["type"] == "error" and got[0]["message"].startswith("busy") and code == 1013
+    open_[0].close()
+    messages = stream_file(server, "tones", server.wav)  # a slot is free again
+    assert messages[-1]["text"] == "the fox"
+    for ws in open_[1:]:
+        ws.close()
+
+
+def test_the_default_host_is_loopback_and_other_hosts_or_sites_are_refused(server):
+    from speechlab.cli import build_parser
+    from speechlab.serve.commands import is_loopback
+
+    args = build_parser().parse_args(["serve"])
+    assert args.host == "127.0.0.1" and args.port == 8000 and is_loopback(args.host)
+    assert is_loopback("::1") and is_loopback("localhost") and not is_loopback("0.0.0.0")
+    for headers in ({"Host": "attacker.example"}, {"Origin": "http://attacker.example"}):
+        request = urllib.request.Request(server.url + "/api/models", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(request, timeout=10)
+        assert e.value.code == 403
+    same = urllib.request.Request(server.url + "/api/models", headers={"Origin": server.url})
+    assert urllib.request.urlopen(same, timeout=10).status == 200
+    with pytest.raises(Exception):
+        ws_connect(server, "/ws/asr?model=tones", origin="http://attacker.example").recv(timeout=5)
+
+
+def test_synthesis_gives_a_wav_and_the_panel_its_f0_and_spectrogram(server):
+    import io
+
+    status, body = post(server.url, "/api/synthesize?model=salad",
+                        json.dumps({"text": "Hello world."}).encode(), raw=True)
+    assert status == 200 and body[:4] == b"RIFF"
+    wav, rate = sf.read(io.BytesIO(body))
+    assert rate == 16000 and len(wav) > 1600 and np.isfinite(wav).all()
+    status, out = post(server.url, "/api/speech?model=salad",
+                       json.dumps({"text": "Hello world."}).encode())
+    assert status == 200 and out["seconds"] == pytest.approx(len(wav) / 16000, abs=0.01)
+    assert out["f0"]["frame_seconds"] == pytest.approx(0.005) and max(out["f0"]["hz"]) > 50
+    assert len(out["spectrogram"]["db"][0]) == 128 and out["spectrogram"]["max_hz"] == 8000
+    for body, message in ((b"not json", "must be JSON"), (b'{"text": 3}', 'string "text"'),
+                          (b'{"text": "  "}', "empty"),
+                          (json.dumps({"text": "a" * 3000}).encode(), "at most 2000")):
+        status, got = post(server.url, "/api/synthesize?model=salad", body)
+        assert status == 400 and message in got["error"]
+    status, got = post(server.url, "/api/synthesize?model=hf", b'{"text": "hi"}')
+    assert status == 400 and "not a speech synthesizer" in got["error"]
+
+
+def test_attention_maps_and_lattice_hypotheses_of_one_upload(server, cli_json):
+    status, out = post(server.url, "/api/attention?model=w2v", server.wav.read_bytes())
+    assert status == 200 and [b["block"] for b in out["blocks"]] == [1, 2, 3, 4, 5, 6]
+    labels = {b["block"]: b["label"] for b in out["blocks"]}
+    assert labels[2] == labels[3] == "diagonal"  # the local blocks attend to neighbours
+    assert all(len(b["map"]) == 64 and len(b["map"][0]) == 64 for b in out["blocks"])
+    status, out = post(server.url, "/api/lattice?model=ctc", server.wav.read_bytes())
+    assert status == 200
+    assert out["text"] == cli_json("ctc", server.wav)["text"]  # Viterbi as transcribe decodes
+    shares = [h["share"] for h in out["hypotheses"]]
+    assert shares[:5] == sorted(shares[:5], reverse=True) and sum(shares[:5]) <= 1 + 1e-9
+    viterbi = [h for h in out["hypotheses"] if h["viterbi"]]
+    assert len(viterbi) == 1 and viterbi[0]["text"] == out["text"]
+    assert math.isclose(viterbi[0]["share"], out["bhp"], rel_tol=1e-9)
+    assert 0 < out["bpp"] <= 1 and out["lattice"]["states"] > 0

@@ -1,0 +1,191 @@
+"""The page of ``speechlab serve`` in a real browser: headless Debian Chromium driven by
+Playwright, its microphone faked from the tone recording (Chromium loops the file), the page's
+Content-Security-Policy in force.
+
+- the microphone path: partial results appear while listening, before the recording ends,
+  and the final text equals ``speechlab transcribe`` of the same file (the planted model
+  spells it whatever the browser's resampling and start offset do), with the LID bars and
+  the decoders early stopping switched off;
+- a file streamed by the page, and one posted for a model that reads whole recordings;
+- the TTS, attention and lattice panels, each against the API's own answer;
+- bad files and empty text: an error state with the server's message, the page still usable.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = pytest.mark.skipif(
+    not CHROMIUM.exists(),
+    reason="browser tests drive Debian's chromium at /usr/bin/chromium; install it with "
+           "`apt-get install chromium chromium-driver` (make setup does)")
+
+# Headless, no network of its own (the machine's network is closed: without these Chromium
+# keeps trying to reach its services), and a fake microphone playing the test recording.
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream"]
+
+
+@pytest.fixture(scope="module")
+def browser(tone_wav):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        # Playwright gives each launch a fresh temporary --user-data-dir.
+        b = p.chromium.launch(executable_path=str(CHROMIUM),
+                              args=[*FLAGS, f"--use-file-for-fake-audio-capture={tone_wav}"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server.url + "/")
+    page.wait_for_selector("body[data-ready=true]", timeout=15000)
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def _state(page, panel: str) -> str:
+    return page.get_attribute(f"#{panel}-status", "data-state")
+
+
+def _wait_state(page, panel: str, *states: str, timeout: float = 30000) -> str:
+    page.wait_for_selector(", ".join(f"#{panel}-status[data-state={s}]" for s in states),
+                           timeout=timeout)
+    return _state(page, panel)
+
+
+def _sent_seconds(page) -> float:
+    m = re.search(r"sent ([\d.]+) s", page.text_content("#asr-meta") or "")
+    return float(m.group(1)) if m else 0.0
+
+
+def test_microphone_partials_come_before_the_end_and_the_final_equals_the_cli(page, server,
+                                                                              cli_json):
+    expected = cli_json("tones", server.wav)["text"]
+    assert expected == "the fox"
+    page.select_option("#asr-model", "tones")
+    page.fill("#asr-tau", "10")
+    page.fill("#asr-sth", "1")
+    page.click("#asr-record")
+    _wait_state(page, "asr", "listening", timeout=15000)
+    seen = []  # partial texts shown while listening
+    deadline = time.monotonic() + 20
+    # The file is 3.72 s; its last burst ends at 2.7 s and the loop's next one starts at 4.3 s.
+    while _sent_seconds(page) < 3.3:
+        assert time.monotonic() < deadline, "the page stopped sending audio"
+        assert _state(page, "asr") == "listening"
+        text = page.text_content("#asr-text")
+        if text and (not seen or seen[-1] != text):
+            seen.append(text)
+        time.sleep(0.05)
+    assert any(0 < len(t) < len(expected) and expected.startswith(t) for t in seen), seen
+    page.click("#asr-stop")
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    assert page.text_content("#asr-text") == expected
+    # the LID head leads with English; early stopping switched Hindi's decoder off
+    assert "lead" in page.get_attribute(".bar[data-lang=en]", "class")
+    assert "off" in page.get_attribute(".chip[data-lang=hi]", "class")
+    assert "on" in page.get_attribute(".chip[data-lang=en]", "class")
+    assert [w.split()[0] for w in page.locator(".word").all_inner_texts()] == ["the", "fox"]
+
+
+def test_a_recording_file_streams_or_posts_to_the_same_text_as_the_cli(page, server, cli_json):
+    page.select_option("#asr-model", "tones")
+    page.set_input_files("#asr-file", str(server.wav))
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    assert page.text_content("#asr-text") == cli_json("tones", server.wav)["text"]
+    page.select_option("#asr-model", "hf")  # reads whole recordings: posted to /api/transcribe
+    assert page.is_disabled("#asr-tau")  # no early stopping without a LID head
+    page.set_input_files("#asr-file", str(server.wav))
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    expected = cli_json("hf", server.wav)
+    assert page.text_content("#asr-text") == expected["text"]
+    assert page.locator(".word").count() == len(expected["words"])
+
+
+def test_bad_files_and_empty_text_show_an_error_and_the_page_goes_on(page, server, tmp_path):
+    bad = tmp_path / "notes.wav"
+    bad.write_bytes(b"RIFF these are not samples")
+    page.select_option("#asr-model", "tones")  # decoded in the browser
+    page.set_input_files("#asr-file", str(bad))
+    assert _wait_state(page, "asr", "error") == "error"
+    assert "notes.wav: not an audio file" in page.text_content("#asr-error")
+    page.select_option("#asr-model", "hf")  # sent as it is: the server's message
+    page.set_input_files("#asr-file", str(bad))
+    assert _wait_state(page, "asr", "error") == "error"
+    assert "notes.wav" in page.text_content("#asr-error")
+    page.set_input_files("#asr-file", str(server.wav))  # and it still works
+    assert _wait_state(page, "asr", "done", "error") == "done"
+    page.click("#tab-attention")
+    page.set_input_files("#attention-file", str(bad))
+    assert _wait_state(page, "attention", "error") == "error"
+    assert "notes.wav" in page.text_content("#attention-error")
+    page.click("#tab-tts")
+    page.fill("#tts-text", "   ")
+    page.click("#tts-speak")
+    assert "Type some text" in page.text_content("#tts-error")
+
+
+def _inked_pixels(png: bytes) -> int:
+    import matplotlib.image
+
+    img = matplotlib.image.imread(io.BytesIO(png), format="png")[..., :3]
+    return int((img.min(axis=-1) < 0.9).sum())
+
+
+def test_the_tts_panel_plays_the_speech_and_plots_its_f0_and_spectrogram(page):
+    page.click("#tab-tts")
+    page.fill("#tts-text", "Hello world.")
+    page.click("#tts-speak")
+    assert _wait_state(page, "tts", "done", "error") == "done", page.text_content("#tts-error")
+    assert page.get_attribute("#tts-audio", "src").startswith("data:audio/wav;base64,")
+    duration = page.evaluate("() => new Promise(r => { const a = document.getElementById("
+                             "'tts-audio'); a.readyState >= 1 ? r(a.duration) : "
+                             "a.addEventListener('loadedmetadata', () => r(a.duration)); })")
+    assert 0.3 < duration < 10
+    assert "duration" in page.text_content("#tts-meta")
+    assert _inked_pixels(page.locator("#tts-f0").screenshot()) > 500  # a drawn F0 track
+    assert _inked_pixels(page.locator("#tts-spec").screenshot()) > 20000  # a filled image
+
+
+def test_the_attention_panel_shows_every_block_with_its_label(page, server):
+    page.click("#tab-attention")
+    page.select_option("#attention-model", "w2v")
+    page.set_input_files("#attention-file", str(server.wav))
+    assert _wait_state(page, "attention", "done", "error") == "done"
+    blocks = page.locator(".block")
+    assert blocks.count() == 6
+    labels = [page.text_content(f".block[data-block='{b}'] .pattern") for b in range(1, 7)]
+    assert labels[1] == labels[2] == "diagonal"  # the two local blocks
+    assert page.locator(".block canvas").count() == 6
+
+
+def test_the_lattice_panel_shows_viterbi_and_the_best_hypotheses(page, server, cli_json):
+    # the recording made in another panel is offered here too
+    page.select_option("#asr-model", "tones")
+    page.set_input_files("#asr-file", str(server.wav))
+    _wait_state(page, "asr", "done")
+    page.click("#tab-lattice")
+    page.click("#lattice-last")
+    assert _wait_state(page, "lattice", "done", "error") == "done", \
+        page.text_content("#lattice-error")
+    assert page.text_content("#lattice-text") == cli_json("ctc", server.wav)["text"]
+    rows = page.locator("#lattice-hyps tbody tr")
+    assert rows.count() >= 1
+    assert page.locator("#lattice-hyps tr.viterbi").count() == 1
+    shares = [float(t.rstrip("%").lstrip("< ")) for t in page.locator("#lattice-hyps .share .value").all_inner_texts()]
+    assert all(0 <= s <= 100 for s in shares) and np.isclose(min(sum(shares[:5]), 100), sum(shares[:5]))
