@@ -136,6 +136,43 @@ def test_a_hugging_face_directory_exports_and_loads_elsewhere(tmp_path):
         speechlab.export(tmp_path / "hf", moved)
 
 
+def test_fairseq_checkpoints_load_as_an_encoder_or_with_their_letters_as_a_recognizer(tmp_path):
+    from speechlab.ssl.wav2vec2 import build
+    from speechlab.testing.wav2vec2 import fairseq_checkpoint, fairseq_state
+
+    # pre-training: an encoder to diagnose, with the checkpoint's weights
+    encoder = speechlab.load(fairseq_checkpoint(tmp_path / "pt.pt", seed=3))
+    assert encoder.kind == "ssl"
+    torch.manual_seed(3)
+    own = build("ci").state_dict()
+    loaded = encoder.model.state_dict()
+    assert all(torch.equal(loaded[k], own[k]) for k in loaded if k in own)
+    # fine-tuned: fairseq's keys under w2v_encoder, a CTC projection, letters in dict.ltr.txt
+    torch.manual_seed(4)
+    base = build("ci")
+    letters = ["|", "E", "T", "A", "O"]
+    state = {f"w2v_encoder.w2v_model.{k}": v for k, v in fairseq_state(base).items()}
+    dim = base.config.dim
+    state["w2v_encoder.proj.weight"] = torch.randn(4 + len(letters), dim)
+    state["w2v_encoder.proj.bias"] = torch.randn(4 + len(letters))
+    (tmp_path / "ft").mkdir()
+    torch.save({"model": state}, tmp_path / "ft" / "checkpoint_best.pt")
+    with pytest.raises(DataError, match="dict.ltr.txt"):
+        speechlab.load(tmp_path / "ft" / "checkpoint_best.pt")
+    (tmp_path / "ft" / "dict.ltr.txt").write_text(
+        "".join(f"{c} {100 - i}\n" for i, c in enumerate(letters)), encoding="utf-8")
+    rec = speechlab.load(tmp_path / "ft" / "checkpoint_best.pt")
+    audio = _audio(1.5, 2)
+    with torch.inference_mode():
+        lp, _ = rec.model(torch.from_numpy(audio)[None])
+    symbols = ["<s>", "<pad>", "</s>", "<unk>", *letters]  # fairseq's; CTC's blank is <s>
+    path = lp[0].argmax(-1).tolist()
+    ids = [k for i, k in enumerate(path) if k != 0 and (i == 0 or k != path[i - 1])]
+    expect = "".join(symbols[k] for k in ids).replace("|", " ").split()
+    assert rec.transcribe(audio).text == " ".join(expect)
+    assert rec.transcribe(audio).text  # a random head emits something
+
+
 # ---------------------------------------------------------------------------------------------
 # speechlab's own streaming RNN-T
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from speechlab.errors import ConfigError, DataError
-from speechlab.package import is_package, read_card, read_weights, write_package
+from speechlab.package import is_package, load_weights, read_card, read_weights, write_package
 
 BACKENDS = ("torch",)
 
@@ -56,12 +56,21 @@ def load(path: str | Path, *, backend: str = "torch") -> Any:
         raise DataError(f"{path} does not exist; give {LOOKED_FOR}")
     if path.is_dir():
         if is_package(path):
+            from speechlab.families import builders
+            from speechlab.train.card import ModelCard
+
             card = read_card(path)
             cls = _package_classes().get(card.family)
             if cls is None:
                 raise DataError(f"{path}: a package of family {card.family!r}, which this "
                                 "speechlab does not know")
-            return cls.from_package(path, card, read_weights(path))
+            model = load_weights(ModelCard(card.family, card.config).build(builders(), path),
+                                 read_weights(path), path)
+            try:
+                return cls.from_package(path, card, model)
+            except (KeyError, TypeError, ValueError) as e:
+                raise DataError(f"{path}: the card's data is incomplete ({e}); export the "
+                                "model again") from None
         if (path / "config.json").is_file():
             return _hugging_face(path)
         if (path / "best.pt").is_file() or any(path.glob("ckpt-*.pt")):
@@ -140,12 +149,12 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False) -> Pa
     """Write the model at ``model`` (anything :func:`load` takes) as a self-contained package
     at ``out``: the card, the weights as safetensors, the side files it needs, and, for a
     model of a reproduction, its run's test results and the command that made them."""
-    from speechlab import __version__
+    from importlib.metadata import version
 
     source = Path(model)
     obj = load(source)
     card, weights, files = obj.to_package()
-    made_by: dict[str, Any] = {"source": str(source), "speechlab": __version__}
+    made_by: dict[str, Any] = {"source": str(source), "speechlab": version("speechlab")}
     results: dict[str, Any] = {}
     run = source.parent.parent if source.is_dir() else None
     if run is not None and (run / "results.json").is_file():

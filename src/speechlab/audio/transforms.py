@@ -319,6 +319,17 @@ class GlobalCMVN(nn.Module):
     def init_state(self, batch: int) -> None:
         return None
 
+    def to_dict(self) -> dict[str, list[float]]:
+        """The frozen statistics as JSON lists (a package card's ``cmvn``)."""
+        return {"mean": self.mean.tolist(), "std": self.std.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, list[float]]) -> GlobalCMVN:
+        cmvn = cls(dim=len(d["mean"]))
+        cmvn.mean.copy_(torch.tensor(d["mean"]))
+        cmvn.std.copy_(torch.tensor(d["std"]))
+        return cmvn
+
     def save(self, path: str | Path) -> None:
         from safetensors.torch import save_file
 

@@ -77,7 +77,7 @@ def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *
     """The app serving ``models`` (name -> anything :func:`speechlab.load` returned) within
     ``limits``. ``loopback``: the server listens on a loopback address, so requests whose Host
     is another name (DNS rebinding) are refused."""
-    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
+    served = {name: m if isinstance(m, ServedModel) else ServedModel.of(name, m)
               for name, m in models.items()}
     runtime = Runtime(served, limits)
 

@@ -70,27 +70,25 @@ def unique_names(paths: Sequence[Path]) -> list[str]:
 
 @dataclass(frozen=True)
 class ServedModel:
-    """A loaded model under the name clients use."""
+    """A loaded model under the name clients use, with what ``GET /api/models`` says of it
+    (read from the model once, by :meth:`of`)."""
 
     name: str
     model: Any
+    kind: str = "?"
+    streaming: bool = False
+    languages: tuple[str, ...] = ()
 
-    @property
-    def kind(self) -> str:
-        return str(getattr(self.model, "kind", "?"))
-
-    @property
-    def streaming(self) -> bool:
-        return bool(getattr(self.model, "streaming", False))
-
-    @property
-    def languages(self) -> list[str]:
-        return list(getattr(self.model, "languages", ()) or ())
+    @classmethod
+    def of(cls, name: str, model: Any) -> ServedModel:
+        return cls(name, model, str(getattr(model, "kind", "?")),
+                   bool(getattr(model, "streaming", False)),
+                   tuple(getattr(model, "languages", ()) or ()))
 
     def describe(self) -> dict[str, Any]:
         """The entry of ``GET /api/models``."""
         return {"name": self.name, "kind": self.kind, "streaming": self.streaming,
-                "languages": self.languages}
+                "languages": list(self.languages)}
 
     @property
     def encoder(self) -> Any | None:
@@ -137,6 +135,6 @@ def load_models(paths: Sequence[Path], *, say: Any = print) -> dict[str, ServedM
     served: dict[str, ServedModel] = {}
     for name, path in zip(unique_names(paths), paths):
         model = load(path)
-        served[name] = ServedModel(name, model)
+        served[name] = ServedModel.of(name, model)
         say(f"  {name}: {served[name].kind} model from {path}")
     return served

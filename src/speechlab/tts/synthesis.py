@@ -177,23 +177,14 @@ class Synthesizer:
                 self.model.state_dict(), files)
 
     @classmethod
-    def from_package(cls, path: Path, card, weights) -> Synthesizer:
-        from speechlab.train.card import ModelCard
-        from speechlab.tts.model import BUILDERS
+    def from_package(cls, path: Path, card, model) -> Synthesizer:
         from speechlab.tts.questions import load_questions
 
-        model = ModelCard(card.family, card.config).build(BUILDERS, path)
-        model.load_state_dict(dict(weights))
         d = card.data
-        try:
-            qpath = path / card.files["questions"]
-            return cls(model.eval(), InputNormalizer.from_dict(d["inputs"]),
-                       OutputNormalizer.from_dict(d["outputs"]), int(d["max_duration"]),
-                       load_questions(qpath), path, d["window"],
-                       qpath.read_text(encoding="utf-8"))
-        except (KeyError, TypeError, ValueError) as e:
-            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
-                            "again") from None
+        qpath = path / card.files["questions"]
+        return cls(model.eval(), InputNormalizer.from_dict(d["inputs"]),
+                   OutputNormalizer.from_dict(d["outputs"]), int(d["max_duration"]),
+                   load_questions(qpath), path, d["window"], qpath.read_text(encoding="utf-8"))
 
 
 def labels_of_text(text: str) -> Labels:

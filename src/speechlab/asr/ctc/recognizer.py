@@ -18,7 +18,7 @@ self-contained package.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,7 +27,7 @@ import torch
 
 from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
 from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
-from speechlab.asr.ctc.model import BUILDERS, FAMILY, CtcModel, load
+from speechlab.asr.ctc.model import FAMILY, CtcModel, load
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.asr.transcript import Transcript, Word, iter_pieces
 from speechlab.audio.features import FbankConfig, fbank
@@ -197,7 +197,7 @@ class CtcRecognizer:
             roles["lm"] = "lm.arpa"
         data = {"topology": self.topology, "viterbi": to_dict(self.viterbi),
                 "fbank": to_dict(self.fbank), "prefix_beam": self.prefix_beam,
-                "cmvn": {"mean": self.cmvn.mean.tolist(), "std": self.cmvn.std.tolist()},
+                "cmvn": self.cmvn.to_dict(),
                 "graph": {"num_tokens": self.graph.num_tokens, "recipe": self.graph.recipe,
                           "num_words": self.graph.lang.num_words, "info": self.graph.info},
                 "streaming": False, "methods": ["viterbi"] + (
@@ -207,36 +207,27 @@ class CtcRecognizer:
         return card, self.model.state_dict(), files
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
                      ) -> CtcRecognizer:
         import kaldifst
 
         from speechlab.text.ngram import BOS, EOS, read_arpa
 
-        model = ModelCard(card.family, card.config).build(BUILDERS, path)
-        model.load_state_dict(dict(weights))
         d = card.data
-        try:
-            lex = json.loads((path / card.files["lexicon"]).read_text(encoding="utf-8"))
-            tokenizer = PhoneTokenizer(Lexicon(lex["lexicon"]), lex["language"], lex["phones"])
-            arpa = path / card.files["lm"] if "lm" in card.files else None
-            words = tokenizer.lexicon
-            if arpa is not None:  # the graph's words: the lexicon's words the LM knows
-                words = words.subset([w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)])
-            lang = make_lang(words, tokenizer.phones)
-            g = d["graph"]
-            if lang.num_words != g["num_words"]:
-                raise DataError(f"{path}: the lexicon and LM give {lang.num_words} words, the "
-                                f"graph was built over {g['num_words']}; export the model again")
-            graph = DecodingGraph(kaldifst.StdVectorFst.read(str(path / card.files["graph"])),
-                                  g["num_tokens"], lang, d["topology"], g["recipe"], g["info"])
-            cmvn = GlobalCMVN(dim=len(d["cmvn"]["mean"]))
-            cmvn.mean.copy_(torch.tensor(d["cmvn"]["mean"]))
-            cmvn.std.copy_(torch.tensor(d["cmvn"]["std"]))
-            return cls(model, tokenizer, cmvn, graph, topology=d["topology"],
-                       viterbi=from_dict(ViterbiConfig, d["viterbi"]),
-                       fbank_cfg=from_dict(FbankConfig, d["fbank"]), arpa=arpa,
-                       prefix_beam=int(d["prefix_beam"]), source=path)
-        except (KeyError, TypeError, ValueError) as e:
-            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
-                            "again") from None
+        lex = json.loads((path / card.files["lexicon"]).read_text(encoding="utf-8"))
+        tokenizer = PhoneTokenizer(Lexicon(lex["lexicon"]), lex["language"], lex["phones"])
+        arpa = path / card.files["lm"] if "lm" in card.files else None
+        words = tokenizer.lexicon
+        if arpa is not None:  # the graph's words: the lexicon's words the LM knows
+            words = words.subset([w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)])
+        lang = make_lang(words, tokenizer.phones)
+        g = d["graph"]
+        if lang.num_words != g["num_words"]:
+            raise DataError(f"{path}: the lexicon and LM give {lang.num_words} words, the "
+                            f"graph was built over {g['num_words']}; export the model again")
+        graph = DecodingGraph(kaldifst.StdVectorFst.read(str(path / card.files["graph"])),
+                              g["num_tokens"], lang, d["topology"], g["recipe"], g["info"])
+        return cls(model, tokenizer, GlobalCMVN.from_dict(d["cmvn"]), graph,
+                   topology=d["topology"], viterbi=from_dict(ViterbiConfig, d["viterbi"]),
+                   fbank_cfg=from_dict(FbankConfig, d["fbank"]), arpa=arpa,
+                   prefix_beam=int(d["prefix_beam"]), source=path)

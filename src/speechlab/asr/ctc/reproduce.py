@@ -72,20 +72,16 @@ class TopologiesPaper:
     def decode(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
                out: Path) -> TopologyDecoding:
         from speechlab.asr.ctc.model import load
-        from speechlab.train.card import write_decoding
         from speechlab.asr.ctc.transcribe import decode_topology
 
-        spec, lang = job.model.spec, data[job.model.spec.language]
-        prefix = job.options.prefix_search
-        model_dir = out / "models" / job.model.name
-        result = decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
-                                 lang.test, lang.dev[: cfg.dev_utterances], cfg,
-                                 prefix_lexicon=lang.tokenizer if prefix else None,
-                                 arpa=arpa_path(out, spec.language) if prefix else None)
-        write_decoding(model_dir, acoustic_weight=result.acoustic_weight, beam=cfg.beam,
-                       max_active=cfg.max_active,
-                       dev_wer={str(k): v for k, v in result.dev_wer.items()})
-        return result
+        spec, model_dir = job.model.spec, out / "models" / job.model.name
+        lang = data[spec.language]
+        prefix = job.options.prefix_search  # plain CTC: the prefix searches too
+        return decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
+                               lang.test, lang.dev[: cfg.dev_utterances], cfg,
+                               prefix_lexicon=lang.tokenizer if prefix else None,
+                               arpa=arpa_path(out, spec.language) if prefix else None,
+                               model_dir=model_dir)
 
     def report(self, cfg: TopologiesConfig, data: dict[str, LanguageData],
                decoded: Mapping[Decode, TopologyDecoding], out: Path, scale: str) -> Results:

@@ -186,11 +186,13 @@ def prefix_search_texts(utts: Sequence[Utterance], log_probs: Sequence[np.ndarra
 def decode_topology(model, graph: DecodingGraph, test: Sequence[Utterance],
                     dev: Sequence[Utterance], config: GraphDecodingConfig, *,
                     prefix_lexicon: PhoneTokenizer | None = None,
-                    arpa: str | Path | None = None) -> TopologyDecoding:
+                    arpa: str | Path | None = None,
+                    model_dir: str | Path | None = None) -> TopologyDecoding:
     """Viterbi decoding of ``test`` over ``graph`` with the acoustic weight tuned on ``dev``
     (:func:`tune_on_dev`), its lattices measured (:func:`viterbi_with_lattices`); for plain
     CTC, given ``prefix_lexicon`` and the LM's ``arpa``, also the prefix searches
-    (:func:`prefix_search_texts`)."""
+    (:func:`prefix_search_texts`). ``model_dir``: keep the tuned settings beside the model
+    there (``decoding.json``), for the recognizer that later loads it."""
     start = time.process_time()
     search = tune_on_dev(graph, log_probs_of(model, dev), [u.text for u in dev], config)
     test_lp = log_probs_of(model, test)
@@ -200,4 +202,10 @@ def decode_topology(model, graph: DecodingGraph, test: Sequence[Utterance],
         result.prefix = prefix_search_texts(test, test_lp, prefix_lexicon, arpa,
                                             config.prefix_beam, search.best)
     result.seconds = time.process_time() - start
+    if model_dir is not None:
+        from speechlab.train.card import write_decoding
+
+        write_decoding(model_dir, acoustic_weight=result.acoustic_weight, beam=config.beam,
+                       max_active=config.max_active,
+                       dev_wer={str(k): v for k, v in result.dev_wer.items()})
     return result

@@ -28,7 +28,7 @@ import torch
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.decode import text_of
-from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load
+from speechlab.asr.rnnt.model import FAMILY, RNNT, load
 from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
 from speechlab.asr.rnnt.search import StreamingDecoder
 from speechlab.asr.transcript import Transcript, Word, iter_blocks, words_from_tokens
@@ -160,46 +160,22 @@ class RnntRecognizer:
         """The card, weights and side files of this recognizer's package."""
         card = ModelCard.of(FAMILY, self.model.config)
         data = {"tokenizers": {k: t.to_dict() for k, t in self.tokenizers.items()},
-                "cmvn": {"mean": self.cmvn.mean.tolist(), "std": self.cmvn.std.tolist()},
+                "cmvn": self.cmvn.to_dict(),
                 "fbank": to_dict(self.fbank), "search": to_dict(self.search),
                 "variant": self.model.variant, "streaming": True, "lid_free": self.lid_free}
         return (PackageCard(FAMILY, "asr", card.config, self.languages, data=data),
                 self.model.state_dict(), {})
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
                      ) -> RnntRecognizer:
-        model = ModelCard(card.family, card.config).build(BUILDERS, path)
-        _load_weights(model, weights, path)
         data = card.data
-        try:
-            tokenizers = {k: GraphemeTokenizer.from_dict(v, f"{path} tokenizer {k!r}")
-                          for k, v in data["tokenizers"].items()}
-            cmvn = GlobalCMVN(dim=len(data["cmvn"]["mean"]))
-            cmvn.mean.copy_(torch.tensor(data["cmvn"]["mean"]))
-            cmvn.std.copy_(torch.tensor(data["cmvn"]["std"]))
-            fbank = from_dict(FbankConfig, data["fbank"])
-            search = from_dict(SearchConfig, data["search"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
-                            "again") from None
+        tokenizers = {k: GraphemeTokenizer.from_dict(v, f"{path} tokenizer {k!r}")
+                      for k, v in data["tokenizers"].items()}
+        cmvn = GlobalCMVN.from_dict(data["cmvn"])
+        fbank = from_dict(FbankConfig, data["fbank"])
+        search = from_dict(SearchConfig, data["search"])
         return cls(model, tokenizers, cmvn, fbank, search, source=path)
-
-
-def _load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor], source: object
-                  ) -> None:
-    own = model.state_dict()
-    missing = sorted(set(own) - set(weights))
-    extra = sorted(set(weights) - set(own))
-    if missing or extra:
-        raise DataError(f"{source}: the weights do not fit the card's model (missing "
-                        f"{missing[:3]}, unexpected {extra[:3]}); export the model again")
-    for k, v in weights.items():
-        if tuple(v.shape) != tuple(own[k].shape):
-            raise DataError(f"{source}: tensor {k!r} has shape {tuple(v.shape)}, the card's "
-                            f"model expects {tuple(own[k].shape)}")
-    model.load_state_dict(dict(weights))
-    model.eval()
 
 
 class RnntStream:

@@ -1,9 +1,8 @@
 // The attention diagnosis panel: every block's attention map for one utterance, with its
 // pattern (/api/attention; Sec. 3 of the local-attention paper).
-import { post, withQuery } from "./api.js";
 import { heatmap } from "./plots.js";
-import { recordingSource } from "./source.js";
-import { $, el, fillModels, setStatus, showError } from "./ui.js";
+import { analysisPanel } from "./source.js";
+import { $, el, fillModels } from "./ui.js";
 
 const PATTERNS = {
   vertical: "a few keys draw attention from every query",
@@ -19,19 +18,6 @@ export function initAttention(models, capabilities) {
   if (!fillModels(select, models, capabilities, "attention")) return false;
   $("attention-legend").replaceChildren(...Object.entries(PATTERNS).map(([label, what]) =>
     el("span", {}, el("span", { class: `pattern ${cls(label)}`, text: label }), what)));
-
-  async function run(blob, filename) {
-    showError("attention-error", null);
-    setStatus("attention-status", "analysing");
-    try {
-      const response = await post(withQuery("/api/attention", { model: select.value, filename }), blob);
-      show(await response.json());
-      setStatus("attention-status", "done");
-    } catch (e) {
-      setStatus("attention-status", "error");
-      showError("attention-error", e.message);
-    }
-  }
 
   function show(out) {
     const suggested = out.suggested || "none";
@@ -53,6 +39,6 @@ export function initAttention(models, capabilities) {
     }));
   }
 
-  recordingSource("attention", run);
+  analysisPanel("attention", "/api/attention", select, "analysing", show);
   return true;
 }

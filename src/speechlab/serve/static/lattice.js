@@ -1,8 +1,7 @@
 // The topology panel: Viterbi decoding over T∘L∘G and the lattice's best hypotheses with their
 // share of its probability mass (/api/lattice; BHP is the Viterbi hypothesis's share, eq. 11).
-import { post, withQuery } from "./api.js";
-import { recordingSource } from "./source.js";
-import { $, el, fillModels, percent, setStatus, showError } from "./ui.js";
+import { analysisPanel } from "./source.js";
+import { $, el, fillModels, percent } from "./ui.js";
 
 function stat(key, value, quality) {
   return el("div", { class: "stat" }, el("div", { class: "k", text: key }),
@@ -12,19 +11,6 @@ function stat(key, value, quality) {
 export function initLattice(models, capabilities) {
   const select = $("lattice-model");
   if (!fillModels(select, models, capabilities, "lattice")) return false;
-
-  async function run(blob, filename) {
-    showError("lattice-error", null);
-    setStatus("lattice-status", "decoding");
-    try {
-      const response = await post(withQuery("/api/lattice", { model: select.value, filename }), blob);
-      show(await response.json());
-      setStatus("lattice-status", "done");
-    } catch (e) {
-      setStatus("lattice-status", "error");
-      showError("lattice-error", e.message);
-    }
-  }
 
   function show(out) {
     const text = $("lattice-text");
@@ -56,6 +42,6 @@ export function initLattice(models, capabilities) {
     $("lattice-hyps").dataset.states = out.lattice.states;
   }
 
-  recordingSource("lattice", run);
+  analysisPanel("lattice", "/api/lattice", select, "decoding", show);
   return true;
 }

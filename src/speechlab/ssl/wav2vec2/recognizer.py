@@ -32,7 +32,7 @@ from speechlab.asr.transcript import Transcript, Word, iter_pieces
 from speechlab.audio.io import as_samples
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
-from speechlab.ssl.wav2vec2.model import BUILDERS, CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
+from speechlab.ssl.wav2vec2.model import CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import ModelCard, read_decoding
 
@@ -163,10 +163,8 @@ class Wav2Vec2Encoder:
         return card, self.model.state_dict(), {}
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
                      ) -> Wav2Vec2Encoder:
-        model = ModelCard(card.family, card.config).build(BUILDERS, path)
-        model.load_state_dict(dict(weights))
         return cls(model, normalize=bool(card.data.get("normalize", False)))
 
 
@@ -293,22 +291,16 @@ class Wav2Vec2Recognizer:
         return card, self.model.state_dict(), files
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, weights: Mapping[str, torch.Tensor]
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
                      ) -> Wav2Vec2Recognizer:
-        model = ModelCard(card.family, card.config).build(BUILDERS, path)
-        model.load_state_dict(dict(weights))
         d = card.data
-        try:
-            tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
-                         if "tokenizer" in d else None)
-            return cls(model, CtcLabels.from_json(d["labels"]), normalize=bool(d["normalize"]),
-                       language=card.languages[0] if card.languages else "en",
-                       arpa=path / card.files["lm"] if "lm" in card.files else None,
-                       lm_weight=float(d["lm_weight"]), beam=int(d["beam"]),
-                       tokenizer=tokenizer, source=path)
-        except (KeyError, TypeError, ValueError) as e:
-            raise DataError(f"{path}: the card's data is incomplete ({e}); export the model "
-                            "again") from None
+        tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
+                     if "tokenizer" in d else None)
+        return cls(model, CtcLabels.from_json(d["labels"]), normalize=bool(d["normalize"]),
+                   language=card.languages[0] if card.languages else "en",
+                   arpa=path / card.files["lm"] if "lm" in card.files else None,
+                   lm_weight=float(d["lm_weight"]), beam=int(d["beam"]),
+                   tokenizer=tokenizer, source=path)
 
 
 # ---------------------------------------------------------------------------------------------
