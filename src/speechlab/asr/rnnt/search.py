@@ -26,7 +26,9 @@ Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -93,6 +95,9 @@ class Scorer(Protocol):
         ...
 
 
+_rank_key = itemgetter(0, 1, 2)  # score (best first), finished before labels, position
+
+
 def _add(beam: Beam, hyp: Hyp) -> None:
     """Add ``hyp``; a label sequence already there is merged by log-add, keeping the state and
     alignment of the more probable of the two."""
@@ -152,22 +157,21 @@ class TransducerSearch:
             # finished hypotheses as numbers, and only the kept ones become hypotheses.
             lp[:, blank] = float("-inf")
             vals, cols = lp.topk(min(self.beam, max(sizes) - 1), dim=1)
-            scores = torch.tensor([h.score for _, h in flat], dtype=torch.float64)
-            cand = (scores[:, None] + vals.double()).tolist()
-            cols_l = cols.tolist()
-            ranked: list[list[tuple]] = [[] for _ in range(D)]
-            for d in range(D):
-                ranked[d] = [(-h.score, 0, j, h) for j, h in enumerate(finished[d].values())]
+            ranked: list[list[tuple]] = [
+                [(-h.score, 0, j, h) for j, h in enumerate(finished[d].values())]
+                for d in range(D)]
             position = [0] * D
-            for i, (d, h) in enumerate(flat):
+            for (d, h), v, c in zip(flat, vals.tolist(), cols.tolist()):
+                rank, score = ranked[d], h.score  # a float64 sum, as the scores are
                 for m in range(min(self.beam, sizes[d] - 1)):
-                    ranked[d].append((-cand[i][m], 1, position[d], (h, cols_l[i][m], cand[i][m])))
+                    total = score + v[m]
+                    rank.append((-total, 1, position[d], (h, c[m], total)))
                     position[d] += 1
             survivors: list[tuple[int, Hyp]] = []
             for d in range(D):
                 if not on[d]:
                     continue
-                kept = sorted(ranked[d], key=lambda x: x[:3])[: self.beam]
+                kept = heapq.nsmallest(self.beam, ranked[d], key=_rank_key)
                 finished[d] = {h.tokens: h for _, group, _, h in kept if group == 0}
                 for _, group, _, item in kept:
                     if group == 1:
