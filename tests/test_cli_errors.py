@@ -852,6 +852,11 @@ CASES += [
                                               str(e / "again")],
          "{d}/pkg is an ONNX package; export from the model it was made from",
          setup=_onnx_package),
+    Case("onnx-graph-corrupt", lambda e: ["transcribe", str(e / "pkg"), str(e / "tone.wav")],
+         "{d}/pkg/predictor.onnx: not an ONNX graph onnxruntime can run",
+         setup=lambda e: (_onnx_package(e), e.tone(),
+                          (e / "pkg" / "predictor.onnx").write_bytes(b"not a graph")),
+         subprocess=True),
 ]
 
 

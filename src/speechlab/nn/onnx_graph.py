@@ -72,5 +72,6 @@ def session(graph: bytes | str | Path, threads: int = 1) -> Any:
         return ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
     except Exception as e:  # onnxruntime raises its own exception types
         where = "the graph" if isinstance(graph, bytes) else str(graph)
-        raise DataError(f"{where}: not an ONNX graph onnxruntime can run ({e}); export the "
-                        "model again") from None
+        reason = " ".join(str(e).split())  # one line, as every error a user sees
+        raise DataError(f"{where}: not an ONNX graph onnxruntime can run ({reason}); export "
+                        "the model again") from None
