@@ -271,7 +271,6 @@ class OnnxLstmEncoder:
         self.history_shape = (1, encoder.stacker.stack - 1, encoder.feature_dim)
         self.state_shape = (encoder.lstm.num_layers, 1, encoder.output_dim)
         self.lid = model.lid_head is not None
-        self.inputs, self.outputs = encoder_names(model)
 
     def init_state(self, language: str | None) -> LstmStreamState:
         zeros = np.zeros(self.state_shape, dtype=np.float32)
