@@ -1,10 +1,18 @@
-"""Streaming LID-free decoding speed of the multi-softmax LID RNN-T, with and without early stop.
+"""Streaming LID-free decoding speed of the multi-softmax LID RNN-T, with and without early stop,
+with its networks run by PyTorch and as ONNX graphs by onnxruntime.
 
 Measures the real-time factor (decode CPU time / audio duration, 10 ms feature frames before
 stacking) on one thread of a randomly initialised ``demo``-preset model with four languages
 (the paper's vocabularies), four parallel decoders, features fed in streaming chunks. The
 paper reports T_avg (Table 7) but leaves the CPU cost to future work; this prints both, so the
 CPU saving can be set against the T_avg saving.
+
+Both backends run the same search code on the same features in the same process, their
+repeats interleaved (the machine is shared); the ONNX graphs are exported from the model in
+memory (``asr.rnnt.onnx_graphs``), onnxruntime on one intra-op thread. The top-level keys are
+the PyTorch backend's (as before); ``onnx`` holds the same for the ONNX backend,
+``onnx_speedup`` the PyTorch / ONNX RTF ratios, ``same_hypotheses`` whether every decoder's
+best hypothesis agreed.
 
 A random model's LID posteriors are nearly flat, so which decoders stop is arbitrary;
 ``--lid-bias`` adds a constant to one language's LID logit to mimic a confident trained LID.
@@ -30,6 +38,8 @@ from speechlab.asr.rnnt import (
     build,
     decode_lid_free,
 )
+from speechlab.asr.rnnt.networks import RnntNetworks
+from speechlab.asr.rnnt.onnx_graphs import export_networks, onnx_networks
 from speechlab.utils import atomic_write_json, seed_everything
 
 
@@ -42,22 +52,28 @@ def fake_features(seconds: float, dim: int, seed: int) -> torch.Tensor:
     return walk / (walk.std(0) + 1e-5) + 0.3 * torch.randn(T, dim, generator=g)
 
 
-def measure(model, feats: torch.Tensor, cfg: DecodeConfig, repeats: int) -> dict[str, object]:
-    cpu, wall, result = [], [], None
+def measure(backends: dict[str, RnntNetworks], feats: torch.Tensor, cfg: DecodeConfig,
+            repeats: int) -> dict[str, dict[str, object]]:
+    """Each backend's median RTF over ``repeats`` decodes, the backends taking turns."""
+    cpu = {name: [] for name in backends}
+    wall = {name: [] for name in backends}
+    results = {}
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = decode_lid_free(model, feats, cfg)
-        wall.append(time.perf_counter() - start)
-        cpu.append(result.cpu_seconds)
+        for name, networks in backends.items():
+            start = time.perf_counter()
+            results[name] = decode_lid_free(networks, feats, cfg)
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(results[name].cpu_seconds)
     seconds = feats.shape[0] / 100.0
-    return {
-        "rtf_cpu": statistics.median(cpu) / seconds,
-        "rtf_wall": statistics.median(wall) / seconds,
-        "t_avg": result.t_avg,
-        "active_frames": result.active_frames,
-        "num_frames": result.num_frames,
-        "language": result.language,
-    }
+    return {name: {
+        "rtf_cpu": statistics.median(cpu[name]) / seconds,
+        "rtf_wall": statistics.median(wall[name]) / seconds,
+        "t_avg": r.t_avg,
+        "active_frames": r.active_frames,
+        "num_frames": r.num_frames,
+        "language": r.language,
+        "hypotheses": r.hypotheses,
+    } for name, r in results.items()}
 
 
 def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: int = 3,
@@ -71,19 +87,35 @@ def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: 
             model.lid_head.bias[0] += lid_bias
     feats = fake_features(seconds, model.encoder.feature_dim, seed)
     search = SearchConfig(method, beam, max_symbols)
-    decode_lid_free(model, feats[:100], DecodeConfig(search=search))  # warm-up
-    base = measure(model, feats, DecodeConfig(search=search, chunk_frames=chunk_frames), repeats)
-    stop = measure(model, feats, DecodeConfig(search=search, chunk_frames=chunk_frames,
-                                              early_stop=EarlyStopConfig(tau, s_th)), repeats)
+    start = time.perf_counter()
+    backends = {"torch": RnntNetworks.torch(model),
+                "onnx": onnx_networks(model, export_networks(model), threads=1)}
+    export_seconds = time.perf_counter() - start
+    for networks in backends.values():
+        decode_lid_free(networks, feats[:100], DecodeConfig(search=search))  # warm-up
+    base = measure(backends, feats, DecodeConfig(search=search, chunk_frames=chunk_frames),
+                   repeats)
+    stop = measure(backends, feats, DecodeConfig(search=search, chunk_frames=chunk_frames,
+                                                 early_stop=EarlyStopConfig(tau, s_th)), repeats)
+    same = all(r["torch"]["hypotheses"] == r["onnx"]["hypotheses"] for r in (base, stop))
+    for r in (base, stop):
+        for b in r.values():
+            b.pop("hypotheses")
     return {
         "settings": {"seconds": seconds, "method": method, "beam": beam, "max_symbols": max_symbols,
                      "chunk_frames": chunk_frames, "tau": tau, "s_th": s_th, "lid_bias": lid_bias,
                      "repeats": repeats, "threads": torch.get_num_threads(), "preset": "demo",
-                     "decoders": len(PAPER_VOCAB_SIZES)},
-        "no_early_stop": base,
-        "early_stop": stop,
-        "rtf_ratio": stop["rtf_cpu"] / base["rtf_cpu"],
-        "t_avg_ratio": stop["t_avg"] / base["t_avg"],
+                     "decoders": len(PAPER_VOCAB_SIZES), "onnx_threads": 1,
+                     "onnx_export_seconds": export_seconds},
+        "no_early_stop": base["torch"],
+        "early_stop": stop["torch"],
+        "rtf_ratio": stop["torch"]["rtf_cpu"] / base["torch"]["rtf_cpu"],
+        "t_avg_ratio": stop["torch"]["t_avg"] / base["torch"]["t_avg"],
+        "onnx": {"no_early_stop": base["onnx"], "early_stop": stop["onnx"],
+                 "rtf_ratio": stop["onnx"]["rtf_cpu"] / base["onnx"]["rtf_cpu"]},
+        "onnx_speedup": {"no_early_stop": base["torch"]["rtf_cpu"] / base["onnx"]["rtf_cpu"],
+                         "early_stop": stop["torch"]["rtf_cpu"] / stop["onnx"]["rtf_cpu"]},
+        "same_hypotheses": same,
     }
 
 
@@ -103,17 +135,26 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     res = run(a.seconds, a.method, a.beam, a.max_symbols, a.chunk_frames, a.tau, a.s_th,
               a.lid_bias, a.repeats, a.seed)
-    base, stop = res["no_early_stop"], res["early_stop"]
     print(f"streaming LID-free decode, demo preset, 4 decoders, {a.method} (beam {a.beam}), "
-          f"{a.seconds:g} s audio, chunks of {a.chunk_frames} frames, 1 thread")
-    print(f"{'':<24}{'RTF (cpu)':>10}{'RTF (wall)':>11}{'T_avg':>7}  active frames")
-    for name, r in (("no early stop", base), (f"tau={a.tau:g} s_th={a.s_th:g}", stop)):
-        print(f"{name:<24}{r['rtf_cpu']:>10.3f}{r['rtf_wall']:>11.3f}{r['t_avg']:>7.2f}  {r['active_frames']}")
-    print(f"with/without early stop: RTF x{res['rtf_ratio']:.2f}, T_avg x{res['t_avg_ratio']:.2f}")
+          f"{a.seconds:g} s audio, chunks of {a.chunk_frames} frames, 1 thread; PyTorch and "
+          "ONNX Runtime backends, the same search")
+    print(f"{'':<24}{'RTF torch':>10}{'RTF onnx':>10}{'torch/onnx':>11}{'(wall)':>8}"
+          f"{'T_avg':>7}  active frames")
+    for key, name in (("no_early_stop", "no early stop"),
+                      ("early_stop", f"tau={a.tau:g} s_th={a.s_th:g}")):
+        t, o = res[key], res["onnx"][key]
+        print(f"{name:<24}{t['rtf_cpu']:>10.3f}{o['rtf_cpu']:>10.3f}"
+              f"{res['onnx_speedup'][key]:>10.2f}x{t['rtf_wall'] / o['rtf_wall']:>7.2f}x"
+              f"{t['t_avg']:>7.2f}  {t['active_frames']}")
+    print(f"with/without early stop: RTF x{res['rtf_ratio']:.2f} (onnx x"
+          f"{res['onnx']['rtf_ratio']:.2f}), T_avg x{res['t_avg_ratio']:.2f}; same hypotheses "
+          f"on both backends: {'yes' if res['same_hypotheses'] else 'NO'}")
     if a.json:
         atomic_write_json(a.json, res)
     else:
-        print(json.dumps({"rtf_ratio": res["rtf_ratio"], "t_avg_ratio": res["t_avg_ratio"]}))
+        print(json.dumps({"rtf_ratio": res["rtf_ratio"], "t_avg_ratio": res["t_avg_ratio"],
+                          "onnx_speedup": res["onnx_speedup"],
+                          "same_hypotheses": res["same_hypotheses"]}))
     return 0
 
 

@@ -13,7 +13,10 @@ linguistic features: binary dims and a few real ones) it times one utterance thr
   salad full      Big SALAD attending over the whole utterance (the paper's inference);
   salad window    Big SALAD attending within 120-frame windows, batched (the condition it was
                   trained in: each training batch is one 120-frame window per stream);
-  salad win int8  the windowed SALAD after int8 dynamic quantization of its Linear layers.
+  salad win int8  the windowed SALAD after int8 dynamic quantization of its Linear layers;
+  rnn onnx        the fused RNN as an ONNX graph in onnxruntime (``speechlab export --format
+                  onnx``), on as many threads;
+  salad win onnx  the windowed SALAD likewise.
 
 and prints like-for-like ratios at each length, the headline the issue's targets are read
 on: fp32 fused RNN / fastest fp32 SALAD (full or windowed; target > 1 everywhere, >= 2 at
@@ -40,6 +43,7 @@ from torch import nn
 
 from speechlab.tts import build
 from speechlab.tts.model import MusaRnn
+from speechlab.tts.onnx_graphs import OnnxAcousticModel, export_acoustic
 
 FRAME_SECONDS = 0.005
 INPUT_DIM = 364
@@ -111,6 +115,9 @@ def latency(args: argparse.Namespace) -> None:
         "salad full": (salad, None),
         "salad window": (salad, WINDOW),
         "salad win int8": (quantized(salad), WINDOW),
+        "rnn onnx": (OnnxAcousticModel(export_acoustic(rnn), rnn.config, args.threads), None),
+        "salad win onnx": (OnnxAcousticModel(export_acoustic(salad), salad.config, args.threads),
+                           WINDOW),
     }
     warm = fake_inputs(240)
     for model, window in systems.values():

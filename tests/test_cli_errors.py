@@ -832,6 +832,40 @@ CASES += [
          "must be a number"),
 ]
 
+def _export(env: Env, model: str, *extra: str) -> list[str]:
+    return ["export", str(env / model), "--out", str(env / "pkg"), "--format", "onnx", *extra]
+
+
+def _onnx_package(env: Env) -> None:
+    env.run_dir()
+    assert main(_export(env, "run/models/multisoftmax_lid")) == 0
+
+
+# speechlab export --format onnx: what has no graphs, and what is there already.
+CASES += [
+    Case("export-onnx-ctc", lambda e: _export(e, "ctc"),
+         "{d}/ctc: a CTC-topology model does not export to ONNX; --format onnx takes the "
+         "streaming RNN-T", setup=lambda e: _tiny_ctc_package(e / "ctc")),
+    Case("export-onnx-over-existing", lambda e: _export(e, "run/models/multisoftmax_lid"),
+         "--out {d}/pkg already exists", setup=_onnx_package),
+    Case("export-an-onnx-package", lambda e: ["export", str(e / "pkg"), "--out",
+                                              str(e / "again")],
+         "{d}/pkg is an ONNX package; export from the model it was made from",
+         setup=_onnx_package),
+    Case("onnx-graph-corrupt", lambda e: ["transcribe", str(e / "pkg"), str(e / "tone.wav")],
+         "{d}/pkg/predictor.onnx: not an ONNX graph onnxruntime can run",
+         setup=lambda e: (_onnx_package(e), e.tone(),
+                          (e / "pkg" / "predictor.onnx").write_bytes(b"not a graph")),
+         subprocess=True),
+]
+
+
+def _tiny_ctc_package(out: Path) -> None:
+    from speechlab.testing.tiny_models import ctc_package
+
+    ctc_package(out)
+
+
 def test_every_command_that_replaces_an_output_has_overwrite():
     """The one rule: each declared "file"/"dir" output is guarded by the CLI and may be
     replaced with --overwrite; other kinds are corpora, runs or caches (utils.OUTPUT_KINDS)."""

@@ -240,6 +240,53 @@ def test_an_exported_rnnt_transcribes_as_its_run_model(rnnt_run, tmp_path):
     assert speechlab.load(pkg).transcribe(audio) == expected
 
 
+def test_an_onnx_package_transcribes_as_its_run_model(rnnt_run, tmp_path, capsys):
+    model_dir = rnnt_run / "models" / "multisoftmax_lid"
+    audio = _audio(2.0, 3)
+    expected = speechlab.load(model_dir).transcribe(audio)
+    assert main(["export", str(model_dir), "--out", str(tmp_path / "pkg"), "--format",
+                 "onnx"]) == 0
+    assert capsys.readouterr().out.strip().endswith("backend onnx")
+    pkg = tmp_path / "pkg"
+    assert sorted(p.name for p in pkg.iterdir()) == ["encoder.onnx", "joiner.onnx",
+                                                     "predictor.onnx", "speechlab.json"]
+    card = json.loads((pkg / "speechlab.json").read_text())
+    assert card["backend"] == "onnx" and card["family"] == "rnnt"
+    asr = speechlab.load(pkg)  # an ONNX package runs on onnxruntime unless told otherwise
+    assert asr.backend == "onnx" and asr.streaming and asr.languages == ("en", "hi")
+    got = asr.transcribe(audio)
+    assert (got.text, got.language, got.words, got.extra) == \
+        (expected.text, expected.language, expected.words, expected.extra)
+    assert got.lid == pytest.approx(expected.lid, abs=1e-6)
+    # the command line reads it as any package
+    sf.write(tmp_path / "a.wav", audio, 16000, subtype="FLOAT")
+    assert main(["transcribe", str(pkg), str(tmp_path / "a.wav"), "--json"]) == 0
+    line = json.loads(capsys.readouterr().out.strip())
+    assert line["text"] == expected.text and line["language"] == expected.language
+    # a run's model (or a PyTorch package) runs on onnxruntime when asked, exported in memory
+    assert speechlab.load(model_dir, backend="onnx").transcribe(audio).text == expected.text
+    # an ONNX package has no PyTorch weights, and is not exported again
+    with pytest.raises(ConfigError, match="load it with backend='onnx'"):
+        speechlab.load(pkg, backend="torch")
+    with pytest.raises(ConfigError, match="is an ONNX package; export from the model"):
+        speechlab.export(pkg, tmp_path / "again")
+    with pytest.raises(DataError, match="already exists; pass --overwrite"):
+        speechlab.export(model_dir, pkg, format="onnx")
+    assert speechlab.export(model_dir, pkg, format="onnx", overwrite=True) == pkg
+
+
+def test_families_without_graphs_refuse_onnx(tmp_path):
+    from speechlab.testing.tiny_models import ctc_package
+
+    pkg = ctc_package(tmp_path / "ctc")
+    with pytest.raises(ConfigError, match="a CTC-topology model does not export to ONNX; "
+                                          "--format onnx takes the streaming RNN-T"):
+        speechlab.export(pkg, tmp_path / "out", format="onnx")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match="does not run on onnxruntime"):
+        speechlab.load(pkg, backend="onnx")
+
+
 def test_transcribe_command_streams_with_partials_and_refuses_bad_options(rnnt_run, tmp_path,
                                                                           capsys):
     model_dir = rnnt_run / "models" / "multisoftmax_lid"

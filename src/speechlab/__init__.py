@@ -25,15 +25,17 @@ from typing import Any
 __version__ = "0.1.0"
 
 
-def load(path: Any, *, backend: str = "torch") -> Any:
-    """The model at ``path``: see :func:`speechlab.inference.load`."""
+def load(path: Any, *, backend: str | None = None) -> Any:
+    """The model at ``path``, its networks run by ``backend`` (``"torch"``, ``"onnx"``; None: a
+    package's own): see :func:`speechlab.inference.load`."""
     from speechlab.inference import load as _load
 
     return _load(path, backend=backend)
 
 
-def export(model: Any, out: Any, *, overwrite: bool = False) -> Any:
-    """``model`` as a self-contained package at ``out``: see :func:`speechlab.inference.export`."""
+def export(model: Any, out: Any, *, overwrite: bool = False, format: str = "torch") -> Any:
+    """``model`` as a self-contained package at ``out`` (``format="onnx"``: its networks as
+    ONNX graphs): see :func:`speechlab.inference.export`."""
     from speechlab.inference import export as _export
 
-    return _export(model, out, overwrite=overwrite)
+    return _export(model, out, overwrite=overwrite, format=format)

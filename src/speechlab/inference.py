@@ -17,7 +17,17 @@ labels=...)``, or a wav2vec 2.0 encoder to diagnose (``kind`` says which: ``asr`
 holds. Nothing is ever unpickled: packages and Hugging Face directories hold safetensors,
 speechlab checkpoints are read with ``weights_only=True``, fairseq files by an inert unpickler.
 
-``export(model, out)`` writes any of them as a self-contained package.
+``export(model, out)`` writes any of them as a self-contained package; with
+``format="onnx"`` (``speechlab export --format onnx``) the networks of the streaming RNN-T
+(LSTM or causal Transformer encoder) and of the TTS acoustic models (SALAD, RNN) are written
+as ONNX graphs instead of PyTorch weights.
+
+Backends: ``load(path, backend=...)`` runs the networks in PyTorch (``"torch"``) or with
+onnxruntime (``"onnx"``), behind the same ``transcribe`` / ``stream`` / ``synthesize``. By
+default a package runs with the backend it was exported for; ``backend="onnx"`` on a PyTorch
+package or a model directory exports the graphs in memory first (the families
+:func:`export` writes as ONNX); ``backend="torch"`` on an ONNX package is refused (it holds no
+PyTorch weights).
 """
 
 from __future__ import annotations
@@ -29,7 +39,10 @@ from typing import Any
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import is_package, load_weights, read_card, read_weights, write_package
 
-BACKENDS = ("torch",)
+BACKENDS = ("torch", "onnx")
+#: what ``--format onnx`` / ``backend="onnx"`` takes (for the error that refuses the others)
+ONNX_MODELS = ("the streaming RNN-T (multi-softmax family, LSTM or causal Transformer "
+               "encoder)", "the TTS acoustic models (SALAD, RNN)")
 
 LOOKED_FOR = ("a speechlab package (speechlab.json), a trained model directory (best.pt or "
               "ckpt-*.pt, e.g. OUT/models/NAME), a Hugging Face wav2vec 2.0 directory "
@@ -47,30 +60,65 @@ def _package_classes() -> dict[str, Any]:
             "wav2vec2": Wav2Vec2Encoder, "tts": Synthesizer}
 
 
-def load(path: str | Path, *, backend: str = "torch") -> Any:
-    """The model at ``path`` (module doc), ready to use, in eval mode."""
-    if backend not in BACKENDS:
+def load(path: str | Path, *, backend: str | None = None) -> Any:
+    """The model at ``path`` (module doc), ready to use, in eval mode, its networks run by
+    ``backend`` (None: a package's own, else ``"torch"``)."""
+    if backend is not None and backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r}: choose one of {list(BACKENDS)}")
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path} does not exist; give {LOOKED_FOR}")
-    if path.is_dir():
-        if is_package(path):
+    if path.is_dir() and is_package(path):
+        card = read_card(path)
+        if card.backend == "onnx" and backend == "torch":
+            raise ConfigError(f"{path} is an ONNX package (speechlab export --format onnx): it "
+                              "holds no PyTorch weights; load it with backend='onnx' (or "
+                              "export the model again without --format onnx)")
+        cls = _package_classes().get(card.family)
+        if cls is None:
+            raise DataError(f"{path}: a package of family {card.family!r}, which this "
+                            "speechlab does not know")
+        model = None  # an ONNX package: its graphs hold the weights
+        if card.backend == "torch":
             from speechlab.families import builders
             from speechlab.train.card import ModelCard
 
-            card = read_card(path)
-            cls = _package_classes().get(card.family)
-            if cls is None:
-                raise DataError(f"{path}: a package of family {card.family!r}, which this "
-                                "speechlab does not know")
             model = load_weights(ModelCard(card.family, card.config).build(builders(), path),
                                  read_weights(path), path)
-            try:
-                return cls.from_package(path, card, model)
-            except (KeyError, TypeError, ValueError) as e:
-                raise DataError(f"{path}: the card's data is incomplete ({e}); export the "
-                                "model again") from None
+        try:
+            loaded = cls.from_package(path, card, model)
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"{path}: the card's data is incomplete ({e}); export the "
+                            "model again") from None
+        return _on(loaded, backend, path)
+    return _on(_load_torch(path), backend, path)
+
+
+def _on(model: Any, backend: str | None, source: Path) -> Any:
+    """``model`` with its networks run by ``backend`` (None: as it is)."""
+    if backend != "onnx" or getattr(model, "backend", "torch") == "onnx":
+        return model
+    onnx = getattr(model, "onnx", None)
+    if onnx is None:
+        raise ConfigError(f"{source}: {_what(model)} does not run on onnxruntime; "
+                          f"backend='onnx' takes {' and '.join(ONNX_MODELS)}")
+    return onnx()
+
+
+_FAMILY_NAMES = {"ctc": "a CTC-topology model", "wav2vec2_ctc": "a wav2vec 2.0 CTC model",
+                 "wav2vec2": "a wav2vec 2.0 encoder"}
+
+
+def _what(model: Any) -> str:
+    """How errors name a loaded model ("a CTC-topology model")."""
+    family = getattr(model, "family", None) or (
+        "wav2vec2" if getattr(model, "kind", None) == "ssl" else type(model).__name__)
+    return _FAMILY_NAMES.get(family, f"a {family} model")
+
+
+def _load_torch(path: Path) -> Any:
+    """A model that is not a package (module doc), its networks in PyTorch."""
+    if not path.exists():
+        raise DataError(f"{path} does not exist; give {LOOKED_FOR}")
+    if path.is_dir():
         if (path / "config.json").is_file():
             return _hugging_face(path)
         if (path / "best.pt").is_file() or any(path.glob("ckpt-*.pt")):
@@ -145,15 +193,32 @@ def _checkpoint_file(path: Path) -> Any:
                               source=path)
 
 
-def export(model: str | Path, out: str | Path, *, overwrite: bool = False) -> Path:
+FORMATS = ("torch", "onnx")
+
+
+def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
+           format: str = "torch") -> Path:
     """Write the model at ``model`` (anything :func:`load` takes) as a self-contained package
-    at ``out``: the card, the weights as safetensors, the side files it needs, and, for a
-    model of a reproduction, its run's test results and the command that made them."""
+    at ``out``: the card, the weights as safetensors (``format="onnx"``: the networks as ONNX
+    graphs instead, for the models of :data:`ONNX_MODELS`), the side files it needs, and, for
+    a model of a reproduction, its run's test results and the command that made them."""
     from importlib.metadata import version
 
+    if format not in FORMATS:
+        raise ConfigError(f"--format {format!r}: choose one of {list(FORMATS)}")
     source = Path(model)
+    if is_package(source) and read_card(source).backend == "onnx":
+        raise ConfigError(f"{source} is an ONNX package; export from the model it was made "
+                          "from (OUT/models/NAME or a PyTorch package)")
     obj = load(source)
-    card, weights, files = obj.to_package()
+    if format == "onnx":
+        to_onnx = getattr(obj, "to_onnx_package", None)
+        if to_onnx is None:
+            raise ConfigError(f"{source}: {_what(obj)} does not export to ONNX; --format onnx "
+                              f"takes {' and '.join(ONNX_MODELS)}")
+        card, weights, files = to_onnx()
+    else:
+        card, weights, files = obj.to_package()
     made_by: dict[str, Any] = {"source": str(source), "speechlab": version("speechlab")}
     results: dict[str, Any] = {}
     run = source.parent.parent if source.is_dir() else None
@@ -323,10 +388,10 @@ def _run_synth(args: Any) -> int:
 
 
 def _run_export(args: Any) -> int:
-    out = export(args.model, args.out, overwrite=args.overwrite)
+    out = export(args.model, args.out, overwrite=args.overwrite, format=args.format)
     card = read_card(out)
     print(f"{out}: {card.kind} model, family {card.family}, languages "
-          f"{', '.join(card.languages) or '-'}")
+          f"{', '.join(card.languages) or '-'}, backend {card.backend}")
     return 0
 
 
@@ -378,5 +443,9 @@ def add_commands(sub: Any) -> None:
                        "them. `speechlab.load(PKG)` reads it with nothing else.")
     e.add_argument("model", type=Path, metavar="MODEL")
     e.add_argument("--out", type=Path, required=True, help="the package directory to write")
+    e.add_argument("--format", choices=FORMATS, default="torch",
+                   help="torch: PyTorch weights (safetensors); onnx: the networks as ONNX "
+                        "graphs run by onnxruntime (the streaming RNN-T, the TTS acoustic "
+                        "models)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing package")
     e.set_defaults(func=_run_export, outputs={"out": "dir"})

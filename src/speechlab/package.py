@@ -5,10 +5,12 @@ Layout (in the manner of Hugging Face's ``save_pretrained``)::
 
     PKG/
       speechlab.json      the card: format and version, family, kind (asr / tts / ssl), the
-                          model config, languages, tokenizers or vocabulary, feature and CMVN
-                          settings, decoding defaults, the side files below, the run's test
-                          figures and the command that made them
-      model.safetensors   the weights (never a pickle)
+                          backend its networks are for (torch / onnx), the model config,
+                          languages, tokenizers or vocabulary, feature and CMVN settings,
+                          decoding defaults, the side files below, the run's test figures and
+                          the command that made them
+      model.safetensors   the weights (never a pickle); not in an ONNX package, whose graphs
+                          hold them
       ...                 side files the model needs, named in the card's "files"
                           (a decoding graph, an ARPA LM, a TTS question set, ONNX graphs)
 
@@ -38,6 +40,9 @@ WEIGHTS_NAME = "model.safetensors"
 FORMAT = "speechlab-package"
 VERSION = 1
 KINDS = ("asr", "tts", "ssl")
+#: What runs a package's networks: PyTorch (weights in model.safetensors) or onnxruntime
+#: (ONNX graphs among the side files, ``speechlab export --format onnx``).
+BACKENDS = ("torch", "onnx")
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class PackageCard:
     dict); ``files`` maps a role (``"graph"``, ``"lm"``, ...) to a file name inside the
     package; ``data`` holds what the family needs besides (tokenizers, CMVN statistics,
     decoding defaults); ``results`` the run's test figures and ``made_by`` the command, run
-    and checkpoint they came from."""
+    and checkpoint they came from; ``backend`` what runs the networks (:data:`BACKENDS`)."""
 
     family: str
     kind: str
@@ -56,10 +61,12 @@ class PackageCard:
     data: dict[str, Any] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
     made_by: dict[str, Any] = field(default_factory=dict)
+    backend: str = "torch"
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "family": self.family, "kind": self.kind,
-                "languages": list(self.languages), "config": self.config, "files": self.files,
+                "backend": self.backend, "languages": list(self.languages),
+                "config": self.config, "files": self.files,
                 "data": self.data, "results": self.results, "made_by": self.made_by}
 
     @classmethod
@@ -76,24 +83,27 @@ class PackageCard:
                 raise DataError(f"{source}: \"{key}\" must be a {kind.__name__}")
         if d["kind"] not in KINDS:
             raise DataError(f"{source}: kind {d['kind']!r} is not one of {list(KINDS)}")
+        backend = d.get("backend", "torch")  # packages from before ONNX export have none
+        if backend not in BACKENDS:
+            raise DataError(f"{source}: backend {backend!r} is not one of {list(BACKENDS)}")
         for role, name in d["files"].items():
             if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
                 raise DataError(f"{source}: file {role!r} must be a plain file name inside the "
                                 f"package, got {name!r}")
         return cls(d["family"], d["kind"], d["config"], tuple(d["languages"]), d["files"],
-                   d["data"], d.get("results") or {}, d.get("made_by") or {})
+                   d["data"], d.get("results") or {}, d.get("made_by") or {}, backend)
 
 
 def is_package(path: str | Path) -> bool:
     return (Path(path) / CARD_NAME).is_file()
 
 
-def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torch.Tensor],
+def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torch.Tensor] | None,
                   files: Mapping[str, str | Path | bytes] = (), *, overwrite: bool = False
                   ) -> Path:
-    """Write the package ``out``: the card, the weights as safetensors, and each side file
-    (``files``: name inside the package -> a file to copy, or its bytes). The names must be
-    the ones ``card.files`` lists."""
+    """Write the package ``out``: the card, the weights as safetensors (None: none, an ONNX
+    package's graphs hold them), and each side file (``files``: name inside the package -> a
+    file to copy, or its bytes). The names must be the ones ``card.files`` lists."""
     from safetensors.torch import save_file
 
     out = Path(out)
@@ -107,8 +117,9 @@ def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torc
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = make_temp_dir(out.parent, out.name)
     try:
-        save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()},
-                  str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "family": card.family})
+        if weights is not None:
+            save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()},
+                      str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "family": card.family})
         for name, src in dict(files).items():
             if isinstance(src, bytes):
                 (tmp / name).write_bytes(src)

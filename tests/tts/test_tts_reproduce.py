@@ -64,7 +64,8 @@ def test_synth_from_labels_writes_speech_of_the_labels_length(run, tmp_path):
 
 def test_an_exported_model_speaks_as_the_run_made_it(run, tmp_path):
     """Exported and loaded from the package alone, the Big SALAD synthesizes the run's example
-    sentence as the run did (its windowed attention included), to a 16-bit sample."""
+    sentence as the run did (its windowed attention included), to a 16-bit sample; so does
+    its ONNX package."""
     import speechlab
 
     wav = sorted((run / "samples" / "big_salad").glob("*.wav"))[0]
@@ -78,6 +79,13 @@ def test_an_exported_model_speaks_as_the_run_made_it(run, tmp_path):
     assert np.abs(ref - speech.waveform).max() <= 1.5 / 32768
     assert speech.features.shape[1] == 43 and (speech.f0 >= 0).all()
     assert main(["synth", str(pkg), str(lab), "--out", str(tmp_path / "x.wav")]) == 0
+    # ... and so does its ONNX package, the acoustic model run by onnxruntime
+    onnx = speechlab.load(speechlab.export(run / "models" / "big_salad", tmp_path / "onnx",
+                                           format="onnx"))
+    assert onnx.backend == "onnx" and onnx.window == 40
+    got = onnx.synthesize(labels=lab)
+    assert np.abs(got.features - speech.features).max() <= 1e-4
+    assert np.abs(ref - got.waveform).max() <= 1.5 / 32768
 
 
 def test_arctic_example_imports_as_a_label_corpus(tmp_path):

@@ -1,5 +1,6 @@
 """Checks that a model exported from a run is the model the run decoded with: the package,
-loaded with nothing else from the run, gives the run's own hypotheses on its test set."""
+loaded with nothing else from the run, gives the run's own hypotheses on its test set; so does
+its ONNX package, for the models that export one (``speechlab export --format onnx``)."""
 
 from __future__ import annotations
 
@@ -20,22 +21,31 @@ def package_decodes_as_run(model_dir: Path, package: Path, cuts: Path, hyps_file
                            with_language: bool = False, **options: Any) -> int:
     """Export ``model_dir`` to ``package``, move nothing, load the package and transcribe every
     test cut of ``cuts`` that ``hyps_file`` holds a hypothesis for (the language given when
-    ``with_language``); assert each text equals the run's. Returns how many were compared."""
+    ``with_language``); assert each text equals the run's. A model that exports ONNX graphs is
+    also exported with ``format="onnx"`` (to ``package`` with ``-onnx`` appended) and its
+    package checked the same way. Returns how many cuts were compared."""
     from lhotse import CutSet
 
     import speechlab
 
     speechlab.export(model_dir, package)
-    model = speechlab.load(package)
+    models = [speechlab.load(package)]
+    if hasattr(models[0], "to_onnx_package"):
+        onnx = speechlab.export(model_dir, package.with_name(f"{package.name}-onnx"),
+                                format="onnx")
+        models.append(speechlab.load(onnx))
+        assert models[-1].backend == "onnx"
     expected = read_hyps(hyps_file)
     compared = 0
     for cut in CutSet.from_file(cuts):
         if cut.id not in expected:
             continue
         language = cut.supervisions[0].language if with_language else None
-        got = model.transcribe(cut.load_audio()[0], cut.sampling_rate, language=language,
-                               **options)
-        assert got.text == expected[cut.id], (cut.id, got.text, expected[cut.id])
+        audio = cut.load_audio()[0]
+        for model in models:
+            got = model.transcribe(audio, cut.sampling_rate, language=language, **options)
+            assert got.text == expected[cut.id], (cut.id, getattr(model, "backend", "torch"),
+                                                  got.text, expected[cut.id])
         compared += 1
     assert compared, f"no cut of {cuts} has a hypothesis in {hyps_file}"
     return compared

@@ -1,15 +1,19 @@
-"""An untrained RNN-T run directory, laid out like a trained one, for decoding tests.
+"""Untrained RNN-Ts for decoding tests: a run directory laid out like a trained one, or a
+recognizer in memory.
 
 ``rnnt decode RUN MODEL WAV`` reads ``RUN/models/MODEL/ckpt-*.pt`` (which say what model they
 hold),
 ``RUN/lang/<lang>.json`` and ``RUN/lang/cmvn.safetensors``; :func:`untrained_run` writes all of
 them for a model with random weights (the ``ci`` preset by default: decodes in milliseconds),
-so tests of the decoding command need no training.
+so tests of the decoding command need no training. :func:`untrained_recognizer` gives such a
+model as an :class:`~speechlab.asr.rnnt.recognizer.RnntRecognizer`, its output layers
+sharpened so that it emits labels.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,3 +49,27 @@ def untrained_run(out_dir: str | Path, variant: str = "multisoftmax_lid",
     save_checkpoint(checkpoint_path(model_dir, 0), step=0, model=model.state_dict(),
                     model_config=ModelCard.of(FAMILY, model.config).to_dict())
     return out
+
+
+def untrained_recognizer(variant: str = "multisoftmax_lid",
+                         languages: tuple[str, ...] = ("en", "hi"), preset: Any = "ci",
+                         seed: int = 0, sharpen: float = 8.0) -> Any:
+    """An :class:`~speechlab.asr.rnnt.recognizer.RnntRecognizer` of an untrained ``variant``
+    (``preset``: a preset name or a :class:`~speechlab.asr.rnnt.config.ModelDims` reading
+    80-dim fbank) whose joint output layers are scaled by ``sharpen``, so that random
+    weights emit a mix of labels rather than blank everywhere."""
+    from speechlab.asr.rnnt.model import build
+    from speechlab.asr.rnnt.recognizer import RnntRecognizer
+    from speechlab.audio.transforms import GlobalCMVN
+    from speechlab.text.graphemes import GraphemeTokenizer
+
+    tokenizers = {lang: GraphemeTokenizer.build(TEXTS[lang], lang) for lang in languages}
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = build(variant, {lang: len(tok) for lang, tok in tokenizers.items()}, preset)
+        with torch.no_grad():
+            for head in model.joiner.outputs:
+                head.weight.mul_(sharpen)
+        cmvn = GlobalCMVN(dim=80)
+        cmvn.accumulate(torch.randn(200, 80) * 3 + 5)
+    return RnntRecognizer(model.eval(), tokenizers, cmvn.finalize())

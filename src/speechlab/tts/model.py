@@ -24,6 +24,7 @@ Shapes: B batch, T frames, D model dim, L input dim, O output dim (43).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -211,15 +212,24 @@ class Salad(nn.Module):
 
         ``window``: attend only within consecutive windows of that many frames (the training
         condition), run as one batch of windows that keep their absolute positions."""
-        B, T, L = x.shape
-        if not window or T <= window:
-            return self._decode(x, x_lens, x.new_zeros(B, dtype=torch.long))
-        n = -(-T // window)
-        x = F.pad(x, (0, 0, 0, n * window - T)).reshape(B * n, window, L)
-        starts = torch.arange(n, device=x.device) * window
-        lens = (x_lens[:, None] - starts[None, :]).clamp(0, window).reshape(-1)
-        y = self._decode(x, lens, starts.repeat(B))
-        return y.reshape(B, n * window, -1)[:, :T]
+        return windowed(self._decode, x, x_lens, window)
+
+
+def windowed(decode: Callable[[Tensor, Tensor, Tensor], Tensor], x: Tensor, x_lens: Tensor,
+             window: int | None) -> Tensor:
+    """SALAD's output for whole utterances, x (B,T,L) -> (B,T,O), from ``decode(x, x_lens,
+    start)`` (:meth:`Salad._decode`, or its ONNX graph): over each utterance at once, or
+    within consecutive windows of ``window`` frames, run as one batch of windows that keep
+    their absolute positions."""
+    B, T, L = x.shape
+    if not window or T <= window:
+        return decode(x, x_lens, x.new_zeros(B, dtype=torch.long))
+    n = -(-T // window)
+    x = F.pad(x, (0, 0, 0, n * window - T)).reshape(B * n, window, L)
+    starts = torch.arange(n, device=x.device) * window
+    lens = (x_lens[:, None] - starts[None, :]).clamp(0, window).reshape(-1)
+    y = decode(x, lens, starts.repeat(B))
+    return y.reshape(B, n * window, -1)[:, :T]
 
 
 def build_from_config(cfg: AcousticModelConfig) -> nn.Module:

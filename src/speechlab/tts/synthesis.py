@@ -11,7 +11,9 @@ when its training starts (:func:`write_model_files`):
   usable without the file it was trained with.
 
 :class:`Synthesizer` turns :class:`~speechlab.tts.labels.Labels` into normalized inputs, the
-model's acoustic frames and, through WORLD, a 16 kHz waveform (``speechlab synth``).
+model's acoustic frames and, through WORLD, a 16 kHz waveform (``speechlab synth``). The
+acoustic model runs in PyTorch, or as an ONNX graph in onnxruntime (:mod:`.onnx_graphs`:
+``to_onnx_package``, ``onnx``); everything around it is the same code.
 
 Shapes: T frames, L input dims, O output dims (43).
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +81,8 @@ class Speech:
 class Synthesizer:
     """A trained acoustic model with the normalizers and questions of its training data.
     ``window``: SALAD attends within windows of this many frames (the training window; None:
-    the whole utterance)."""
+    the whole utterance). ``model`` is the PyTorch module or its ONNX graph
+    (:class:`~speechlab.tts.onnx_graphs.OnnxAcousticModel`), called the same way."""
 
     model: nn.Module
     inputs: InputNormalizer
@@ -116,13 +119,18 @@ class Synthesizer:
 
     from_run = load
 
+    @property
+    def backend(self) -> str:
+        """What runs the acoustic model: ``"torch"`` or ``"onnx"``."""
+        return getattr(self.model, "backend", "torch")
+
     def features(self, labels: Labels) -> np.ndarray:
         """(T, L) normalized inputs of ``labels``, checked against what the model takes."""
         from speechlab.tts.features import normalize_utterance, utterance_arrays
 
         utt = normalize_utterance("synth", utterance_arrays(labels, None, self.questions),
                                   self.inputs, None, self.max_duration)
-        expected = self.model.embedding.proj.in_features
+        expected = self.model.config.input_dim
         if utt.phone_x.shape[1] + 2 != expected:
             raise DataError(f"{self.source}: the model takes {expected} inputs, its question set "
                             f"gives {utt.phone_x.shape[1] + 2}")
@@ -163,6 +171,38 @@ class Synthesizer:
     # Export
 
     def to_package(self):
+        """The card, weights and side files of this synthesizer's package."""
+        self._needs_torch()
+        return (self._card(), self.model.state_dict(),
+                {QUESTIONS_NAME: self.question_text.encode("utf-8")})
+
+    def to_onnx_package(self):
+        """The card and side files of a package whose acoustic model is an ONNX graph."""
+        from speechlab.tts.onnx_graphs import FILE, export_acoustic
+
+        self._needs_torch()
+        card = self._card()
+        card = replace(card, files={**card.files, "acoustic": FILE}, backend="onnx")
+        return card, None, {QUESTIONS_NAME: self.question_text.encode("utf-8"),
+                            FILE: export_acoustic(self.model)}
+
+    def onnx(self, threads: int = 1) -> Synthesizer:
+        """This synthesizer with its acoustic model exported to an ONNX graph (in memory) and
+        run by onnxruntime on ``threads`` threads."""
+        from speechlab.tts.onnx_graphs import OnnxAcousticModel, export_acoustic
+
+        if self.backend == "onnx":
+            return self
+        graph = OnnxAcousticModel(export_acoustic(self.model), self.model.config, threads)
+        return replace(self, model=graph)
+
+    def _needs_torch(self) -> None:
+        if self.backend != "torch":
+            raise DataError(f"{self.source}: this synthesizer runs an ONNX graph; to export "
+                            "it, load the model it was exported from (OUT/models/NAME or a "
+                            "PyTorch package)")
+
+    def _card(self):
         from speechlab.package import PackageCard
         from speechlab.train.card import ModelCard
         from speechlab.tts.model import FAMILY
@@ -171,15 +211,25 @@ class Synthesizer:
         data = {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
                 "max_duration": self.max_duration, "window": self.window,
                 "streaming": False, "kind": self.model.config.kind}
-        files = {QUESTIONS_NAME: self.question_text.encode("utf-8")}
-        return (PackageCard(FAMILY, "tts", config, self.languages,
-                            files={"questions": QUESTIONS_NAME}, data=data),
-                self.model.state_dict(), files)
+        return PackageCard(FAMILY, "tts", config, self.languages,
+                           files={"questions": QUESTIONS_NAME}, data=data)
 
     @classmethod
     def from_package(cls, path: Path, card, model) -> Synthesizer:
+        """The synthesizer of the package at ``path`` and its ``model`` (None for an ONNX
+        package: its graph holds the weights)."""
+        from speechlab.config import from_dict
+        from speechlab.tts.model import AcousticModelConfig
         from speechlab.tts.questions import load_questions
 
+        if model is None:
+            from speechlab.tts.onnx_graphs import OnnxAcousticModel
+
+            if "acoustic" not in card.files:
+                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
+                                "the model again")
+            model = OnnxAcousticModel(path / card.files["acoustic"],
+                                      from_dict(AcousticModelConfig, dict(card.config)))
         d = card.data
         qpath = path / card.files["questions"]
         return cls(model.eval(), InputNormalizer.from_dict(d["inputs"]),

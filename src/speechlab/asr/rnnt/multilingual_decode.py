@@ -24,6 +24,7 @@ from speechlab.asr.rnnt.config import DecodeConfig
 from speechlab.asr.rnnt.early_stop import EarlyStopper
 from speechlab.asr.rnnt.early_stop import t_avg as average_decoders
 from speechlab.asr.rnnt.model import RNNT
+from speechlab.asr.rnnt.networks import RnntNetworks, networks_of
 from speechlab.asr.rnnt.search import Hyp, best, search_for
 from speechlab.errors import ConfigError, DataError
 
@@ -84,7 +85,10 @@ SELECTORS: dict[str, Selector] = {"lid": select_by_lid, "oracle": select_oracle}
 class LidFreeDecoder:
     """Streaming LID-free decoder for one utterance of a multi-softmax model."""
 
-    def __init__(self, model: RNNT, cfg: DecodeConfig = DecodeConfig(), true_language: str | None = None) -> None:
+    def __init__(self, model: RNNT | RnntNetworks, cfg: DecodeConfig = DecodeConfig(),
+                 true_language: str | None = None) -> None:
+        self.networks = networks_of(model)
+        model = self.networks.model
         if not model.spec.lang_output:
             raise ConfigError(f"LID-free parallel decoding needs a multi-softmax model, not {model.variant!r}")
         if cfg.select not in SELECTORS:
@@ -100,13 +104,13 @@ class LidFreeDecoder:
         L = len(self.languages)
         # One search, one decoder per language: each step scores every language's hypotheses
         # in one joint call and extends them in one prediction-network call.
-        self.search = search_for(model, list(self.languages), cfg.search)
+        self.search = search_for(self.networks.prediction_joint, list(self.languages), cfg.search)
         self.beams = self.search.start()
         self.stopper = EarlyStopper(L, cfg.early_stop.tau, cfg.early_stop.s_th)
         self.posterior_sum = torch.zeros(L, dtype=torch.float64)
         self.log_posterior_sum = torch.zeros(L, dtype=torch.float64)
         self.lid_average = cfg.lid_average
-        self.state = model.init_state(1)
+        self.state = self.networks.encoder.init_state(None)
         self.num_frames = 0
         self.cpu_seconds = 0.0
 
@@ -114,22 +118,20 @@ class LidFreeDecoder:
     def accept(self, feats: Tensor) -> dict[str, tuple[int, ...]]:
         """feats (T,F) the next chunk -> partial best output of every decoder still running."""
         start = time.process_time()
-        lens = torch.tensor([feats.shape[0]])
-        enc, enc_lens, self.state = self.model.streaming_encode(feats[None], lens, self.state)
-        enc = enc[0, : int(enc_lens[0])]
-        enc_proj = self.model.joiner.project_encoder(enc)  # shared by every language's joint
+        # The joint's projection of each encoder frame is shared by every language's decoder.
+        enc_proj, lid_logits, self.state = self.networks.encoder(feats, self.state)
         L = len(self.languages)
         # Without a LID head nothing is ever switched off (checked in __init__); the stopper
         # then only counts frames.
-        lid = (torch.log_softmax(self.model.lid_head(enc).double(), dim=-1)
-               if self.model.lid_head is not None else torch.zeros(enc.shape[0], L, dtype=torch.float64))
-        for t in range(enc.shape[0]):
+        lid = (torch.log_softmax(lid_logits.double(), dim=-1) if lid_logits is not None
+               else torch.zeros(enc_proj.shape[0], L, dtype=torch.float64))
+        for t in range(enc_proj.shape[0]):
             running = self.stopper.step(lid[t])
             self.posterior_sum += lid[t].exp()
             self.log_posterior_sum += lid[t]
             self.beams = self.search.step(self.beams, enc_proj[t].expand(L, -1),
                                           self.num_frames + t, running.tolist())
-        self.num_frames += enc.shape[0]
+        self.num_frames += enc_proj.shape[0]
         if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
             self.beams = self.search.scorer.compact(self.beams)
         self.cpu_seconds += time.process_time() - start
@@ -162,10 +164,11 @@ class LidFreeDecoder:
         )
 
 
-def decode_lid_free(model: RNNT, feats: Tensor, cfg: DecodeConfig = DecodeConfig(),
+def decode_lid_free(model: RNNT | RnntNetworks, feats: Tensor, cfg: DecodeConfig = DecodeConfig(),
                     true_language: str | None = None) -> LidFreeResult:
     """Decode one utterance feats (T,F) without its language, in chunks of ``cfg.chunk_frames``
-    feature frames (0: all at once). Put the model in eval mode first (dropout)."""
+    feature frames (0: all at once), on a PyTorch model (put it in eval mode first: dropout)
+    or on networks (:class:`~speechlab.asr.rnnt.networks.RnntNetworks`, e.g. ONNX graphs)."""
     if feats.dim() != 2:
         raise DataError(f"decode_lid_free takes one utterance's features (T, F), got shape {tuple(feats.shape)}")
     decoder = LidFreeDecoder(model, cfg, true_language)

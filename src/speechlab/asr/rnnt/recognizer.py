@@ -5,14 +5,18 @@ score falls behind (Sec. 6.3).
 
 Audio -> online fbank (kaldi-native-fbank, the same frames as the training features for any
 chunking) -> CMVN -> the streaming encoder and searches of :mod:`.search` /
-:mod:`.multilingual_decode`, fed every ``chunk_frames`` feature frames. Memory stays bounded
+:mod:`.multilingual_decode`, fed every ``chunk_frames`` feature frames. The networks run in
+PyTorch, or as ONNX graphs in onnxruntime (:mod:`.onnx_graphs`): the searches are the same
+code either way (:mod:`.networks`). Memory stays bounded
 for any length: feature frames are dropped once the encoder has consumed them, and the searches
 keep only their hypotheses. Word times come from the encoder frame each label was emitted on.
 
 :meth:`RnntRecognizer.from_run` reads a reproduction's model directory (``OUT/models/NAME``,
 its run's ``lang/`` beside it); :meth:`~RnntRecognizer.to_package` /
 :meth:`~RnntRecognizer.from_package` write and read the self-contained package
-(:mod:`speechlab.package`).
+(:mod:`speechlab.package`), :meth:`~RnntRecognizer.to_onnx_package` one whose networks are
+ONNX graphs, and :meth:`~RnntRecognizer.onnx` gives the recognizer on graphs exported in
+memory.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ import torch
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.decode import text_of
-from speechlab.asr.rnnt.model import FAMILY, RNNT, load
+from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load
 from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
+from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.search import StreamingDecoder
 from speechlab.asr.transcript import Transcript, Word, iter_blocks, words_from_tokens
 from speechlab.audio.features import FbankConfig, knf_options
@@ -45,7 +50,9 @@ from speechlab.train.card import ModelCard, read_decoding
 class RnntRecognizer:
     """An RNN-T of the multi-softmax family with what it needs to read audio: one grapheme
     tokenizer per language, the training CMVN statistics and fbank settings, and the search.
-    ``chunk_frames``: feature frames (10 ms) the encoder takes at a time when streaming."""
+    ``chunk_frames``: feature frames (10 ms) the encoder takes at a time when streaming.
+    ``networks`` run the model (default: PyTorch; ONNX graphs with ``model`` describing
+    them, :mod:`.onnx_graphs`)."""
 
     kind = "asr"
     streaming = True
@@ -53,7 +60,8 @@ class RnntRecognizer:
 
     def __init__(self, model: RNNT, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN,
                  fbank: FbankConfig = FbankConfig(), search: SearchConfig = SearchConfig(),
-                 chunk_frames: int = 32, source: object = "model") -> None:
+                 chunk_frames: int = 32, source: object = "model",
+                 networks: RnntNetworks | None = None) -> None:
         for lang, size in zip(model.languages, model.vocab_sizes):
             tok = tokenizers.get(lang)
             if tok is None:
@@ -65,6 +73,7 @@ class RnntRecognizer:
             raise DataError(f"{source}: CMVN statistics of {cmvn.mean.shape[0]}-dim features, "
                             f"the model reads {fbank.num_mel_bins}-dim fbank")
         self.model = model.eval()
+        self.networks = networks if networks is not None else RnntNetworks.torch(self.model)
         self.tokenizers = dict(tokenizers)
         self.cmvn = cmvn
         self.fbank = fbank
@@ -74,6 +83,11 @@ class RnntRecognizer:
         self.sample_rate = fbank.sampling_rate
         # Seconds per encoder frame: the feature shift times the encoder's subsampling.
         self.frame_seconds = fbank.frame_shift * model.dims.subsampling
+
+    @property
+    def backend(self) -> str:
+        """What runs the networks: ``"torch"`` or ``"onnx"``."""
+        return self.networks.backend
 
     @property
     def lid_free(self) -> bool:
@@ -121,6 +135,8 @@ class RnntRecognizer:
         return None
 
     def text(self, tokens: tuple[int, ...], language: str | None) -> str:
+        if language is None and len(self.languages) == 1:  # a one-language model's own
+            language = self.languages[0]
         return text_of(self.model, tokens, language, self.tokenizers)
 
     def words(self, tokens: tuple[int, ...], times: tuple[int, ...], language: str | None
@@ -158,24 +174,69 @@ class RnntRecognizer:
 
     def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
         """The card, weights and side files of this recognizer's package."""
-        card = ModelCard.of(FAMILY, self.model.config)
-        data = {"tokenizers": {k: t.to_dict() for k, t in self.tokenizers.items()},
+        self._needs_torch("export it")
+        return (PackageCard(FAMILY, "asr", self._config(), self.languages, data=self._data()),
+                self.model.state_dict(), {})
+
+    def to_onnx_package(self) -> tuple[PackageCard, None, dict[str, bytes]]:
+        """The card and side files of a package whose networks are ONNX graphs
+        (:mod:`.onnx_graphs`): ``encoder.onnx``, ``predictor.onnx``, ``joiner.onnx``."""
+        from speechlab.asr.rnnt.onnx_graphs import FILES, export_networks
+
+        self._needs_torch("export it")
+        graphs = export_networks(self.model)
+        return (PackageCard(FAMILY, "asr", self._config(), self.languages, files=dict(FILES),
+                            data=self._data(), backend="onnx"),
+                None, {FILES[role]: graph for role, graph in graphs.items()})
+
+    def onnx(self, threads: int = 1) -> RnntRecognizer:
+        """This recognizer with its networks exported to ONNX graphs (in memory) and run by
+        onnxruntime on ``threads`` threads; the searches are the same."""
+        from speechlab.asr.rnnt.onnx_graphs import export_networks, onnx_networks
+
+        if self.backend == "onnx":
+            return self
+        networks = onnx_networks(self.model, export_networks(self.model), threads)
+        return RnntRecognizer(self.model, self.tokenizers, self.cmvn, self.fbank, self.search,
+                              self.chunk_frames, networks=networks)
+
+    def _needs_torch(self, what: str) -> None:
+        if self.backend != "torch":
+            raise ConfigError(f"this recognizer runs ONNX graphs; to {what}, load the model "
+                              "it was exported from (OUT/models/NAME or a PyTorch package)")
+
+    def _config(self) -> dict[str, Any]:
+        return ModelCard.of(FAMILY, self.model.config).config
+
+    def _data(self) -> dict[str, Any]:
+        return {"tokenizers": {k: t.to_dict() for k, t in self.tokenizers.items()},
                 "cmvn": self.cmvn.to_dict(),
                 "fbank": to_dict(self.fbank), "search": to_dict(self.search),
                 "variant": self.model.variant, "streaming": True, "lid_free": self.lid_free}
-        return (PackageCard(FAMILY, "asr", card.config, self.languages, data=data),
-                self.model.state_dict(), {})
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module | None
                      ) -> RnntRecognizer:
+        """The recognizer of the package at ``path`` and its ``model``; None for an ONNX
+        package (its graphs run in onnxruntime; the model is built on the meta device, to
+        describe them)."""
+        networks = None
+        if model is None:
+            from speechlab.asr.rnnt.onnx_graphs import FILES, onnx_networks
+
+            with torch.device("meta"):
+                model = ModelCard(card.family, card.config).build(BUILDERS, path)
+            missing = [role for role in FILES if role not in card.files]
+            if missing:
+                raise DataError(f"{path}: an ONNX package without its {missing[0]} graph; "
+                                "export the model again")
+            networks = onnx_networks(model, {role: path / card.files[role] for role in FILES})
         data = card.data
         tokenizers = {k: GraphemeTokenizer.from_dict(v, f"{path} tokenizer {k!r}")
                       for k, v in data["tokenizers"].items()}
-        cmvn = GlobalCMVN.from_dict(data["cmvn"])
-        fbank = from_dict(FbankConfig, data["fbank"])
-        search = from_dict(SearchConfig, data["search"])
-        return cls(model, tokenizers, cmvn, fbank, search, source=path)
+        return cls(model, tokenizers, GlobalCMVN.from_dict(data["cmvn"]),
+                   from_dict(FbankConfig, data["fbank"]), from_dict(SearchConfig, data["search"]),
+                   source=path, networks=networks)
 
 
 class RnntStream:
@@ -194,13 +255,13 @@ class RnntStream:
         self.lid_free = language is None and rec.lid_free
         model = rec.model
         if self.lid_free:
-            self._decoder: Any = LidFreeDecoder(model, DecodeConfig(search=search,
-                                                                    early_stop=early_stop))
+            self._decoder: Any = LidFreeDecoder(rec.networks, DecodeConfig(search=search,
+                                                                           early_stop=early_stop))
         else:
             # a pooled model without a one-hot, or a one-language model, needs no language
             lang = language if model.spec.lang_onehot or not (
                 model.spec.union_vocab or len(rec.languages) == 1) else None
-            self._decoder = StreamingDecoder(model, lang, search)
+            self._decoder = StreamingDecoder(rec.networks, lang, search)
         self._finished: Transcript | None = None
 
     def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None:

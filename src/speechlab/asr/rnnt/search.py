@@ -32,12 +32,14 @@ from operator import itemgetter
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
-from torch.nn import functional as F
 
 from speechlab.asr.rnnt.config import SearchConfig
 from speechlab.asr.rnnt.model import RNNT, Language
+from speechlab.asr.rnnt.networks import (PredictionJoint, RnntNetworks, TorchPredictionJoint,
+                                         networks_of, rows_of)
 from speechlab.errors import ConfigError, DataError
 from speechlab.search import log_add, select
 
@@ -201,77 +203,43 @@ def best(beam: Beam) -> Hyp:
 
 
 class TransducerScorer:
-    """An RNN-T's joint and prediction networks for a set of decoders, one per ``languages``
-    entry (a language, or None for a model that needs none), each with its own softmax; the
-    prediction network's outputs are kept by (decoder, label prefix).
+    """The search's view of an RNN-T's prediction and joint networks for a set of decoders, one
+    per ``languages`` entry (a language, or None for a model that needs none), each with its
+    own softmax.
 
-    Every decoder's output layer lives in one matrix (the concatenated heads), so a joint step
-    for all hypotheses of all decoders is one matrix product; each row then reads its own
-    decoder's columns. Embedding tables are concatenated likewise, so one lookup serves every
-    decoder; the LSTM stacks are stepped once per stack in use (one, but for the LSP variant).
+    The networks (a :class:`~speechlab.asr.rnnt.networks.PredictionJoint`: PyTorch's, or
+    ONNX graphs) compute; this class keeps the rows: the prediction network's projected output
+    and LSTM state after each label prefix a hypothesis reached, kept by (decoder, label
+    prefix) so that a prefix reached again (another alignment of the same labels) costs
+    nothing. A joint step for all hypotheses of all decoders is one call of the networks, and
+    so is a prediction step for all hypotheses that emitted a label.
     """
 
-    def __init__(self, model: RNNT, languages: Sequence[str | None]) -> None:
-        self.model = model
-        self.blank = model.blank
-        p = next(model.parameters())
-        routes = [model.route(lang) for lang in languages]
-        self.vocab_sizes = tuple(r.vocab_size for r in routes)
-        self.nets = [r.net for r in routes]
-        joiner, predictor = model.joiner, model.predictor
-        heads = [joiner.outputs[h] for h in range(len(joiner.outputs))]
-        starts = [0]
-        for head in heads:
-            starts.append(starts[-1] + head.out_features)
-        # one more output, always -inf: where a decoder's vocabulary ends
-        self._weight = torch.cat([*[h.weight for h in heads],
-                                  torch.zeros(1, heads[0].in_features, dtype=p.dtype)]).detach()
-        self._bias = torch.cat([*[h.bias for h in heads],
-                                torch.full((1,), float("-inf"), dtype=p.dtype)]).detach()
-        v_max = max(self.vocab_sizes)
-        pad = starts[-1]
-        self._columns = torch.tensor([[starts[r.head] + v if v < r.vocab_size else pad
-                                       for v in range(v_max)] for r in routes])
-        ids = model.language_ids(list(languages), len(languages)) if model.spec.lang_onehot \
-            else None
-        cond = model.language_onehot(ids, p.device)  # (D, L) for the onehot variant
-        # The first LSTM layer's input gates of every label a decoder can feed (its embedding,
-        # its language one-hot, both biases), worked out once: a prediction step then starts
-        # from a lookup. Rows of decoder d start at _first_offset[d].
-        first, offsets = [], [0]
-        with torch.inference_mode():
-            for d, r in enumerate(routes):
-                lstm = predictor.lstms[r.net]
-                x = predictor.embeddings[r.table].weight
-                if cond is not None:
-                    x = torch.cat([x, cond[d].expand(x.shape[0], -1).to(x.dtype)], dim=1)
-                first.append(F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0))
-                offsets.append(offsets[-1] + x.shape[0])
-        self._first = torch.cat(first)
-        self._first_offset = torch.tensor(offsets[:-1])
-        # Deeper layers: [input, h] against [W_ih, W_hh] in one product.
-        self._deeper = [[(torch.cat([getattr(lstm, f"weight_ih_l{k}"),
-                                     getattr(lstm, f"weight_hh_l{k}")], dim=1).detach(),
-                          (getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")).detach())
-                         for k in range(1, lstm.num_layers)] for lstm in predictor.lstms]
-        self._recurrent = [lstm.weight_hh_l0.detach() for lstm in predictor.lstms]
-        J, H = joiner.pred_proj.out_features, predictor.output_dim
-        self._proj = torch.empty(0, J, dtype=p.dtype)
-        self._h = torch.empty(predictor.num_layers, 0, H, dtype=p.dtype)
-        self._c = torch.empty(predictor.num_layers, 0, H, dtype=p.dtype)
+    def __init__(self, networks: PredictionJoint | RNNT, languages: Sequence[str | None]) -> None:
+        nets = TorchPredictionJoint(networks) if isinstance(networks, RNNT) else networks
+        self.networks = nets
+        self.blank = nets.blank
+        self._slots = rows_of([nets.slot(lang) for lang in languages])
+        self.vocab_sizes = tuple(nets.vocab_sizes[s] for s in self._slots.tolist())
+        layers, H = nets.state_shape
+        self._proj = np.empty((0, nets.joint_dim), dtype=np.float32)
+        self._h = np.empty((layers, 0, H), dtype=np.float32)
+        self._c = np.empty((layers, 0, H), dtype=np.float32)
         self._size = 0
         self._cache: dict[tuple[int, tuple[int, ...]], int] = {}
 
-    def _append(self, proj: Tensor, h: Tensor, c: Tensor) -> list[int]:
+    def _append(self, proj: np.ndarray, h: np.ndarray, c: np.ndarray) -> list[int]:
         n = proj.shape[0]
         if self._size + n > self._proj.shape[0]:  # grow by doubling
             cap = max(64, 2 * (self._size + n))
-            self._proj = torch.cat([self._proj[: self._size],
-                                    proj.new_empty(cap - self._size, proj.shape[1])])
-            self._h = torch.cat([self._h[:, : self._size],
-                                 h.new_empty(h.shape[0], cap - self._size, h.shape[2])], dim=1)
-            self._c = torch.cat([self._c[:, : self._size],
-                                 c.new_empty(c.shape[0], cap - self._size, c.shape[2])], dim=1)
+            grown = np.empty((cap, proj.shape[1]), dtype=np.float32)
+            grown[: self._size] = self._proj[: self._size]
+            self._proj = grown
+            for name in ("_h", "_c"):
+                old = getattr(self, name)
+                new = np.empty((old.shape[0], cap, old.shape[2]), dtype=np.float32)
+                new[:, : self._size] = old[:, : self._size]
+                setattr(self, name, new)
         rows = list(range(self._size, self._size + n))
         self._proj[self._size: self._size + n] = proj
         self._h[:, self._size: self._size + n] = h
@@ -279,54 +247,29 @@ class TransducerScorer:
         self._size += n
         return rows
 
-    @torch.inference_mode()
-    def _steps(self, tokens: Tensor, h: Tensor, c: Tensor, decoders: Tensor
-               ) -> tuple[Tensor, Tensor, Tensor]:
-        """One prediction-network step for each row (its decoder's table and stack): the
-        LSTM recurrence of ``nn.LSTM`` (gates i, f, g, o), written out so that the first
-        layer's input product is a lookup."""
-        gates0 = self._first[tokens + self._first_offset[decoders]]
-        out = torch.empty(len(tokens), h.shape[2], dtype=h.dtype)
-        h2, c2 = torch.empty_like(h), torch.empty_like(c)
-        nets = [self.nets[int(d)] for d in decoders]
-        for net in sorted(set(nets)):  # one pass per LSTM stack in use (LSP: per language)
-            idx = torch.tensor([i for i, n in enumerate(nets) if n == net])
-            x, hn, cn = _cell(torch.addmm(gates0[idx], h[0, idx], self._recurrent[net].T),
-                              c[0, idx])
-            h2[0, idx], c2[0, idx] = hn, cn
-            for k, (w, b) in enumerate(self._deeper[net], start=1):
-                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h[k, idx]], dim=1), w.T),
-                                  c[k, idx])
-                h2[k, idx], c2[k, idx] = hn, cn
-            out[idx] = x
-        return self.model.joiner.project_predictor(out), h2, c2
-
     def start(self) -> list[int]:
         D = len(self.vocab_sizes)
-        zero = torch.zeros(self._h.shape[0], D, self._h.shape[2], dtype=self._h.dtype)
-        proj, h, c = self._steps(torch.full((D,), self.blank), zero, zero.clone(),
-                                 torch.arange(D))
+        zero = np.zeros((self._h.shape[0], D, self._h.shape[2]), dtype=np.float32)
+        proj, h, c = self.networks.step(np.full(D, self.blank, dtype=np.int64), self._slots,
+                                        zero, zero.copy())
         rows = self._append(proj, h, c)
         for d, row in enumerate(rows):
             self._cache[(d, ())] = row
         return rows
 
-    @torch.inference_mode()
     def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
-        dec = torch.tensor(decoders)
-        hidden = torch.tanh(frames[dec] + self._proj[torch.tensor(rows)])
-        logits = F.linear(hidden, self._weight, self._bias)
-        return torch.log_softmax(logits.gather(1, self._columns[dec]).float(), dim=-1)
+        dec = rows_of(decoders)
+        return self.networks.log_probs(frames, dec, self._proj[rows_of(rows)], self._slots[dec])
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
                prefixes: Sequence[tuple[int, ...]]) -> list[int]:
         out = [self._cache.get((d, p), -1) for d, p in zip(decoders, prefixes)]
         todo = [i for i, r in enumerate(out) if r < 0]
         if todo:
-            parent = torch.tensor([rows[i] for i in todo])
-            proj, h, c = self._steps(torch.tensor([tokens[i] for i in todo]),
-                                     self._h[:, parent], self._c[:, parent],
-                                     torch.tensor([decoders[i] for i in todo]))
+            parent = rows_of([rows[i] for i in todo])
+            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]),
+                                            self._slots[rows_of([decoders[i] for i in todo])],
+                                            self._h[:, parent], self._c[:, parent])
             for i, row in zip(todo, self._append(proj, h, c)):
                 out[i] = row
                 self._cache[(decoders[i], prefixes[i])] = row
@@ -337,9 +280,9 @@ class TransducerScorer:
         it ever saw); returns the beams with their rows renumbered."""
         live = sorted({h.row for b in beams for h in b.values()})
         new_of = {old: new for new, old in enumerate(live)}
-        idx = torch.tensor(live, dtype=torch.long)
-        self._proj = self._proj[idx].clone()
-        self._h, self._c = self._h[:, idx].clone(), self._c[:, idx].clone()
+        idx = rows_of(live)
+        self._proj = self._proj[idx]
+        self._h, self._c = self._h[:, idx], self._c[:, idx]
         self._size = len(live)
         self._cache = {k: new_of[r] for k, r in self._cache.items() if r in new_of}
         return [{t: replace(h, row=new_of[h.row]) for t, h in b.items()} for b in beams]
@@ -349,18 +292,11 @@ class TransducerScorer:
         return self._size
 
 
-def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
-    i, f, g, o = gates.chunk(4, dim=1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    h = torch.sigmoid(o) * torch.tanh(c)
-    return h, h, c
-
-
-def search_for(model: RNNT, languages: Sequence[str | None], cfg: SearchConfig
-               ) -> TransducerSearch:
-    """The search ``cfg`` asks for over one decoder per ``languages`` entry."""
-    return TransducerSearch(TransducerScorer(model, languages), beam_width(cfg),
+def search_for(networks: PredictionJoint | RNNT, languages: Sequence[str | None],
+               cfg: SearchConfig) -> TransducerSearch:
+    """The search ``cfg`` asks for over one decoder per ``languages`` entry, on ``networks``
+    (a PyTorch model's, when given the model)."""
+    return TransducerSearch(TransducerScorer(networks, languages), beam_width(cfg),
                             cfg.max_symbols_per_frame)
 
 
@@ -394,28 +330,27 @@ def decode(model: RNNT, x: Tensor, x_lens: Tensor, language: Language = None,
 
 
 class StreamingDecoder:
-    """One utterance, one language, fed features chunk by chunk.
+    """One utterance, one language, fed features chunk by chunk, on a PyTorch model or on
+    :class:`~speechlab.asr.rnnt.networks.RnntNetworks` (e.g. ONNX graphs).
 
     Encoder state and search state are carried across chunks; since both are causal, the
     result equals :func:`decode` on the whole utterance for any chunking.
     """
 
-    def __init__(self, model: RNNT, language: str | None = None,
+    def __init__(self, model: RNNT | RnntNetworks, language: str | None = None,
                  cfg: SearchConfig = SearchConfig()) -> None:
-        self.model = model
+        self.networks = networks_of(model)
+        self.model = self.networks.model
         self.language = language
-        self.search = search_for(model, [language], cfg)
-        self.state = model.init_state(1)
+        self.search = search_for(self.networks.prediction_joint, [language], cfg)
+        self.state = self.networks.encoder.init_state(language)
         self.beams = self.search.start()
         self.frames = 0  # encoder frames consumed
 
     @torch.inference_mode()
     def accept(self, feats: Tensor) -> tuple[int, ...]:
         """feats (T,F) the next chunk -> the best partial label sequence so far."""
-        lens = torch.tensor([feats.shape[0]])
-        enc, enc_lens, self.state = self.model.streaming_encode(feats[None], lens, self.state,
-                                                                self.language)
-        enc_proj = self.model.joiner.project_encoder(enc[0, : int(enc_lens[0])])
+        enc_proj, _, self.state = self.networks.encoder(feats, self.state)
         for t in range(enc_proj.shape[0]):
             self.beams = self.search.step(self.beams, enc_proj[t][None], self.frames + t)
         self.frames += enc_proj.shape[0]

@@ -1,0 +1,250 @@
+"""What decoding runs of an RNN-T, behind two small interfaces, so that the searches
+(:mod:`.search`, :mod:`.multilingual_decode`) and the recognizer are one code whatever runs the
+networks: PyTorch (here) or ONNX Runtime (:mod:`.onnx_graphs`).
+
+- :class:`StreamingEncoder`: one stream's feature chunks in, each encoder frame's projection
+  for the joint network (``W_e enc``) and the LID head's logits out; the state is explicit.
+- :class:`PredictionJoint`: the prediction network's step and the joint network's
+  log-probabilities, each batched over rows (hypotheses) of any decoders.
+
+:class:`RnntNetworks` bundles the two with the model they run (for the ONNX backend a
+description whose weights are on the meta device: the graphs hold them).
+
+A *slot* is one decoder the model can run: a language of the multi-softmax variants (its
+embedding table, prediction network and output layer) and of the onehot variant (its
+one-hot), the one decoder of the mono and vanilla models. Rows of a batch say their slot.
+
+Shapes: N rows, T frames, F feature dim, J joint dim, H prediction dim, V vocabulary,
+L languages, S slots, D decoders of a search (each reads its own projected frame).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from speechlab.asr.rnnt.model import RNNT
+from speechlab.errors import DataError
+
+
+class StreamingEncoder(Protocol):
+    """One stream's encoder with the joint's encoder projection and the LID head on top."""
+
+    def init_state(self, language: str | None) -> Any:
+        """The state before the first chunk of a stream in ``language`` (None: not needed)."""
+        ...
+
+    def __call__(self, feats: Tensor, state: Any) -> tuple[Tensor, Tensor | None, Any]:
+        """feats (T, F) the next chunk -> projected encoder frames (T', J), the LID head's
+        logits (T', L) or None (a model without one), the new state."""
+        ...
+
+
+class PredictionJoint(Protocol):
+    """The prediction and joint networks of every slot, as the search calls them."""
+
+    blank: int
+    vocab_sizes: tuple[int, ...]  # per slot
+    state_shape: tuple[int, int]  # (layers, H) of the prediction network's LSTM state
+    joint_dim: int  # J
+
+    def slot(self, language: str | None) -> int:
+        """The slot a decoder of ``language`` runs (a DataError for one the model lacks)."""
+        ...
+
+    def step(self, tokens: np.ndarray, slots: np.ndarray, h: np.ndarray, c: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Feed one label per row: tokens (N,), slots (N,) int64, LSTM state h, c
+        (layers, N, H) float32 -> the output's joint projection ``W_p pred`` (N, J) and the new
+        h, c."""
+        ...
+
+    def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
+                  slots: np.ndarray) -> Tensor:
+        """frames (D, J) projected encoder frames, frame_of (N,) which one row i joins,
+        pred (N, J) its prediction projection, slots (N,) -> float32 (N, V_max)
+        ``log_softmax(out_slot(tanh(frame + pred)))`` over each slot's own vocabulary, -inf
+        beyond it."""
+        ...
+
+
+def slot_languages(model: RNNT) -> tuple[str | None, ...]:
+    """The language of each slot of ``model`` (module doc): its languages when decoders differ
+    by language (multi-softmax, onehot), else one slot, None."""
+    if model.spec.lang_output or model.spec.lang_onehot:
+        return tuple(model.languages)
+    return (None,)
+
+
+def slot_of(model: RNNT, language: str | None) -> int:
+    """The slot a decoder of ``language`` runs; a DataError naming the model's languages if it
+    has no such decoder."""
+    model.route(language)  # checks the language (and that multi-softmax decoders have one)
+    slots = slot_languages(model)
+    if slots == (None,):
+        return 0
+    if language is None:
+        raise DataError(f"the {model.variant} model needs the language of each decoder (one of "
+                        f"{list(model.languages)})")
+    return slots.index(language)
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch
+
+
+class TorchEncoder:
+    """:class:`StreamingEncoder` of a PyTorch RNN-T (its ``streaming_encode``)."""
+
+    def __init__(self, model: RNNT) -> None:
+        self.model = model
+
+    def init_state(self, language: str | None) -> tuple[Any, str | None]:
+        return self.model.init_state(1), language
+
+    @torch.inference_mode()
+    def __call__(self, feats: Tensor, state: tuple[Any, str | None]
+                 ) -> tuple[Tensor, Tensor | None, tuple[Any, str | None]]:
+        encoder_state, language = state
+        enc, lens, encoder_state = self.model.streaming_encode(
+            feats[None], torch.tensor([feats.shape[0]]), encoder_state, language)
+        enc = enc[0, : int(lens[0])]
+        lid = self.model.lid_head(enc) if self.model.lid_head is not None else None
+        return self.model.joiner.project_encoder(enc), lid, (encoder_state, language)
+
+
+class TorchPredictionJoint:
+    """:class:`PredictionJoint` of a PyTorch RNN-T, with its work done once where it can be.
+
+    Every slot's output layer lives in one matrix (the concatenated heads), so a joint step
+    for all rows of all slots is one matrix product; each row then reads its own slot's
+    columns. The first LSTM layer's input gates of every label a slot can feed (its embedding,
+    its language one-hot, both biases) are worked out once, so a prediction step starts from a
+    lookup; deeper layers multiply ``[input, h]`` by ``[W_ih, W_hh]`` in one product. The LSTM
+    stacks are stepped once per stack in use (one, but for the LSP variant). These tables are
+    also what the ONNX graphs are made of (:mod:`.onnx_graphs`).
+    """
+
+    def __init__(self, model: RNNT) -> None:
+        self.model = model
+        self.blank = model.blank
+        p = next(model.parameters())
+        self.slot_languages = slot_languages(model)
+        routes = [model.route(lang) for lang in self.slot_languages]
+        self.vocab_sizes = tuple(r.vocab_size for r in routes)
+        self.nets = [r.net for r in routes]
+        joiner, predictor = model.joiner, model.predictor
+        self.state_shape = (predictor.num_layers, predictor.output_dim)
+        self.joint_dim = joiner.pred_proj.out_features
+        heads = list(joiner.outputs)
+        starts = [0]
+        for head in heads:
+            starts.append(starts[-1] + head.out_features)
+        # one more output, always -inf: where a slot's vocabulary ends
+        self.weight = torch.cat([*[h.weight for h in heads],
+                                 torch.zeros(1, heads[0].in_features, dtype=p.dtype)]).detach()
+        self.bias = torch.cat([*[h.bias for h in heads],
+                               torch.full((1,), float("-inf"), dtype=p.dtype)]).detach()
+        v_max = max(self.vocab_sizes)
+        pad = starts[-1]
+        self.columns = torch.tensor([[starts[r.head] + v if v < r.vocab_size else pad
+                                      for v in range(v_max)] for r in routes])
+        languages = list(self.slot_languages)
+        ids = model.language_ids(languages, len(languages)) if model.spec.lang_onehot else None
+        cond = model.language_onehot(ids, p.device)  # (S, L) for the onehot variant
+        first, offsets = [], [0]
+        with torch.inference_mode():
+            for s, r in enumerate(routes):
+                lstm = predictor.lstms[r.net]
+                x = predictor.embeddings[r.table].weight
+                if cond is not None:
+                    x = torch.cat([x, cond[s].expand(x.shape[0], -1).to(x.dtype)], dim=1)
+                first.append(F.linear(x, lstm.weight_ih_l0, lstm.bias_ih_l0 + lstm.bias_hh_l0))
+                offsets.append(offsets[-1] + x.shape[0])
+        # Rows of slot s start at first_offset[s].
+        self.first = torch.cat(first)
+        self.first_offset = torch.tensor(offsets[:-1])
+        self.deeper = [[(torch.cat([getattr(lstm, f"weight_ih_l{k}"),
+                                    getattr(lstm, f"weight_hh_l{k}")], dim=1).detach(),
+                         (getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")).detach())
+                        for k in range(1, lstm.num_layers)] for lstm in predictor.lstms]
+        self.recurrent = [lstm.weight_hh_l0.detach() for lstm in predictor.lstms]
+
+    def slot(self, language: str | None) -> int:
+        return slot_of(self.model, language)
+
+    @torch.inference_mode()
+    def step(self, tokens: np.ndarray, slots: np.ndarray, h: np.ndarray, c: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The LSTM recurrence of ``nn.LSTM`` (gates i, f, g, o), written out so that the first
+        layer's input product is a lookup."""
+        tokens_t, slots_t = torch.from_numpy(tokens), torch.from_numpy(slots)
+        h_t, c_t = torch.from_numpy(h), torch.from_numpy(c)
+        gates0 = self.first[tokens_t + self.first_offset[slots_t]]
+        out = torch.empty(len(tokens), h_t.shape[2], dtype=h_t.dtype)
+        h2, c2 = torch.empty_like(h_t), torch.empty_like(c_t)
+        nets = [self.nets[s] for s in slots.tolist()]
+        for net in sorted(set(nets)):  # one pass per LSTM stack in use (LSP: per language)
+            idx = torch.tensor([i for i, n in enumerate(nets) if n == net])
+            x, hn, cn = _cell(torch.addmm(gates0[idx], h_t[0, idx], self.recurrent[net].T),
+                              c_t[0, idx])
+            h2[0, idx], c2[0, idx] = hn, cn
+            for k, (w, b) in enumerate(self.deeper[net], start=1):
+                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h_t[k, idx]], dim=1), w.T),
+                                  c_t[k, idx])
+                h2[k, idx], c2[k, idx] = hn, cn
+            out[idx] = x
+        return self.model.joiner.project_predictor(out).numpy(), h2.numpy(), c2.numpy()
+
+    @torch.inference_mode()
+    def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
+                  slots: np.ndarray) -> Tensor:
+        hidden = torch.tanh(frames[torch.from_numpy(frame_of)] + torch.from_numpy(pred))
+        logits = F.linear(hidden, self.weight, self.bias)
+        return torch.log_softmax(logits.gather(1, self.columns[torch.from_numpy(slots)]).float(),
+                                 dim=-1)
+
+
+def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
+    i, f, g, o = gates.chunk(4, dim=1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, h, c
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundle
+
+
+@dataclass(frozen=True)
+class RnntNetworks:
+    """An RNN-T as decoding runs it: ``model`` says what it is (variant, languages,
+    vocabularies; with ``backend="onnx"`` its weights are on the meta device and only describe
+    it), ``encoder`` and ``prediction_joint`` run it."""
+
+    model: RNNT
+    encoder: StreamingEncoder
+    prediction_joint: PredictionJoint
+    backend: str = "torch"
+
+    @classmethod
+    def torch(cls, model: RNNT) -> RnntNetworks:
+        """The networks of a PyTorch model (put it in eval mode first: dropout)."""
+        return cls(model, TorchEncoder(model), TorchPredictionJoint(model), "torch")
+
+
+def networks_of(model: RNNT | RnntNetworks) -> RnntNetworks:
+    """``model`` as networks: a PyTorch model's own, or the networks given."""
+    return model if isinstance(model, RnntNetworks) else RnntNetworks.torch(model)
+
+
+def rows_of(values: Sequence[int]) -> np.ndarray:
+    """Row indices, token ids or slots as the int64 array the networks take."""
+    return np.fromiter(values, dtype=np.int64, count=len(values))
