@@ -189,3 +189,12 @@ def test_the_lattice_panel_shows_viterbi_and_the_best_hypotheses(page, server, c
     assert page.locator("#lattice-hyps tr.viterbi").count() == 1
     shares = [float(t.rstrip("%").lstrip("< ")) for t in page.locator("#lattice-hyps .share .value").all_inner_texts()]
     assert all(0 <= s <= 100 for s in shares) and np.isclose(min(sum(shares[:5]), 100), sum(shares[:5]))
+
+
+def test_a_tab_under_the_pointer_keeps_its_label_readable(page):
+    # the page's generic button hover (a light background) must not reach the dark tab bar,
+    # where the tab's label is near-white
+    page.click("#tab-lattice")
+    page.hover("#tab-lattice")
+    background = page.eval_on_selector("#tab-lattice", "e => getComputedStyle(e).backgroundColor")
+    assert background in ("rgba(0, 0, 0, 0)", "transparent")
