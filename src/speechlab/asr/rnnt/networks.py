@@ -187,6 +187,15 @@ class TorchPredictionJoint:
         tokens_t, slots_t = torch.from_numpy(tokens), torch.from_numpy(slots)
         h_t, c_t = torch.from_numpy(h), torch.from_numpy(c)
         gates0 = self.first[tokens_t + self.first_offset[slots_t]]
+        if len(self.recurrent) == 1:  # one LSTM stack for every slot (all but LSP): no gathers
+            x, hn, cn = _cell(torch.addmm(gates0, h_t[0], self.recurrent[0].T), c_t[0])
+            hs, cs = [hn], [cn]
+            for k, (w, b) in enumerate(self.deeper[0], start=1):
+                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h_t[k]], dim=1), w.T), c_t[k])
+                hs.append(hn)
+                cs.append(cn)
+            return (self.model.joiner.project_predictor(x).numpy(), torch.stack(hs).numpy(),
+                    torch.stack(cs).numpy())
         out = torch.empty(len(tokens), h_t.shape[2], dtype=h_t.dtype)
         h2, c2 = torch.empty_like(h_t), torch.empty_like(c_t)
         nets = [self.nets[s] for s in slots.tolist()]
@@ -213,9 +222,10 @@ class TorchPredictionJoint:
 
 def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
-    i, f, g, o = gates.chunk(4, dim=1)
-    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    h = torch.sigmoid(o) * torch.tanh(c)
+    H = c.shape[1]
+    sig = torch.sigmoid(gates)  # the g quarter's sigmoid is not used: one call beats three
+    c = torch.addcmul(sig[:, H: 2 * H] * c, sig[:, :H], torch.tanh(gates[:, 2 * H: 3 * H]))
+    h = sig[:, 3 * H:] * torch.tanh(c)
     return h, h, c
 
 
