@@ -82,6 +82,7 @@ class Server:
     """``speechlab serve MODEL`` in a child process on a free loopback port."""
 
     def __init__(self, model: Path, max_streams: int | None, workers: int | None) -> None:
+        self.name = Path(model).name  # what the server calls its one model
         argv = [sys.executable, "-m", "speechlab", "serve", str(model), "--port", "0"]
         if max_streams is not None:
             argv += ["--max-streams", str(max_streams)]
@@ -104,8 +105,8 @@ class Server:
         self.proc.kill()
         raise RuntimeError("speechlab serve did not start:\n" + "".join(lines))
 
-    def url(self, model: str = "multisoftmax_lid") -> str:
-        return f"ws://127.0.0.1:{self.port}/ws/asr?model={model}"
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws/asr?model={self.name}"
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -234,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{row['partial_max_ms']:>6.0f}ms {row['final_p50_ms']:>8.0f}ms "
                       f"{row['final_max_ms']:>8.0f}ms {row['failed']:>7}  "
                       f"{'yes' if row['keeps_up'] else 'no'}", flush=True)
-                if not row["keeps_up"] and n > 1 and not rows[-2]["keeps_up"]:
+                if not row["keeps_up"] and len(rows) > 1 and not rows[-2]["keeps_up"]:
                     break  # two levels in a row failed: larger ones will too
         finally:
             server.stop()
