@@ -337,3 +337,46 @@ def test_bad_audio_is_refused_with_one_line(rnnt_run, tmp_path):
         asr.transcribe(nan)
     with pytest.raises(DataError, match="sample_rate"):
         asr.transcribe(_audio(), 0)
+
+
+@pytest.mark.parametrize("language", [None, "hi"])
+def test_a_growing_encoder_streams_long_audio_in_segments_each_decoded_afresh(language):
+    """A causal-Transformer RNN-T streams in segments (RnntStream): the same result for any
+    chunking and for transcribe; each segment is what a fresh stream makes of its features;
+    word times count from the start of the recording."""
+    from speechlab.asr.rnnt.search import StreamingDecoder
+    from speechlab.audio.features import fbank
+    from speechlab.testing.rnnt import untrained_recognizer
+
+    asr = untrained_recognizer(preset="fast", seed=1)
+    assert asr.segment_seconds is not None
+    asr.segment_seconds = 1.0
+    audio = np.concatenate([_audio(1.3, 3), np.zeros(4000, np.float32), _audio(1.6, 4)])
+    whole = asr.transcribe(audio, language=language)
+    starts = whole.extra["segment_starts"]
+    assert len(starts) >= 3 and starts[0] == 0.0 and starts == sorted(starts)
+    assert all(b - a <= 1.0 + 1e-9 for a, b in zip(starts, starts[1:]))
+    stream = asr.stream(language)
+    rng = np.random.default_rng(1)
+    i = 0
+    while i < len(audio):
+        n = int(rng.integers(100, 7000))
+        stream.accept_waveform(audio[i:i + n])
+        i += n
+    assert stream.finish() == whole
+    assert all(0 <= w.start <= w.end <= len(audio) / 16000 + 1e-6 for w in whole.words)
+    if language is not None:  # each segment alone, from its own features
+        feats = torch.from_numpy(fbank(audio))
+        x = asr.cmvn(feats[None], torch.tensor([len(feats)]))[0][0]
+        bounds = [round(s / asr.fbank.frame_shift) for s in starts] + [len(x)]
+        texts = []
+        for a, b in zip(bounds, bounds[1:]):
+            dec = StreamingDecoder(asr.networks, language, asr.search)
+            for j in range(a, b, asr.chunk_frames):
+                dec.accept(x[j: min(j + asr.chunk_frames, b)])
+            texts.append(asr.text(dec.result().tokens, language))
+        assert whole.text == " ".join(t for t in texts if t)
+    # the LSTM encoder's state does not grow: one segment, whatever the length
+    lstm = untrained_recognizer(seed=1)
+    assert lstm.segment_seconds is None
+    assert len(lstm.transcribe(audio, language=language).extra["segment_starts"]) == 1

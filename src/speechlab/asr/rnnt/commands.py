@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
 
 from speechlab.config import FieldError, command_group
 from speechlab.errors import ConfigError, DataError
@@ -79,11 +79,9 @@ def check_run_dir(run: Path, model: str) -> Path:
 
 
 def _decode(args: argparse.Namespace) -> int:
-    from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
-    from speechlab.asr.rnnt.decode import text_of
     from speechlab.asr.rnnt.model import load
-    from speechlab.asr.rnnt.search import StreamingDecoder
-    from speechlab.audio.features import FbankConfig, fbank
+    from speechlab.asr.rnnt.recognizer import RnntRecognizer
+    from speechlab.audio.features import FbankConfig
     from speechlab.audio.io import load_audio, validate_audio_file
     from speechlab.audio.transforms import GlobalCMVN
     from speechlab.text.graphemes import GraphemeTokenizer
@@ -108,45 +106,36 @@ def _decode(args: argparse.Namespace) -> int:
         raise DataError(f"{run / 'lang' / 'cmvn.safetensors'}: statistics of "
                         f"{cmvn.mean.shape[0]}-dim features, the model reads "
                         f"{FbankConfig().num_mel_bins}-dim fbank")
-    chunk = cfg.chunk_frames
-    shift = FbankConfig().frame_shift
-
-    def text(tokens, lang):
-        return text_of(model, tokens, lang, tokenizers)
-
+    # The recognizer streams as `speechlab transcribe` does (long inputs of a growing encoder
+    # in segments); this command adds the per-chunk partials and the LID-free statistics.
+    rec = RnntRecognizer(model, tokenizers, cmvn, search=cfg.search,
+                         chunk_frames=cfg.chunk_frames, source=run / "lang")
+    step = cfg.chunk_frames * round(rec.sample_rate * rec.fbank.frame_shift)
     for wav in args.wavs:
-        feats = torch.from_numpy(fbank(load_audio(wav, expected_sr=16000)))
-        feats = cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
-        if feats.shape[0] == 0:
+        audio = load_audio(wav, expected_sr=16000)
+        if len(audio) < rec.sample_rate * rec.fbank.frame_length_ms / 1000:
             raise DataError(f"{wav}: no audio frames to decode")
-        seconds = feats.shape[0] * shift
+        seconds = len(audio) / rec.sample_rate
         progress = WorkProgress(f"decoding {wav}", seconds,
                                 enabled=seconds >= LONG_INPUT_SECONDS and not args.partials)
-        lid_free = model.spec.lang_output and args.language is None
+        stream = rec.stream(args.language, tau=cfg.early_stop.tau, s_th=cfg.early_stop.s_th)
+        start = time.process_time()
         with progress:
-            if lid_free:
-                dec = LidFreeDecoder(model, cfg)
-                for i in range(0, feats.shape[0], chunk):
-                    partial = dec.accept(feats[i : i + chunk])
-                    progress.update(min(i + chunk, feats.shape[0]) * shift)
-                    if args.partials:
-                        shown = " | ".join(f"{k}: {text(v, k)}" for k, v in partial.items())
-                        print(f"  [{(i + chunk) / 100:6.2f}s] {shown}")
-                r = dec.finish()
-            else:
-                lang = args.language if not model.spec.single_language else model.languages[0]
-                dec = StreamingDecoder(model, None if model.spec.union_vocab else lang, cfg.search)
-                for i in range(0, feats.shape[0], chunk):
-                    partial = dec.accept(feats[i : i + chunk])
-                    progress.update(min(i + chunk, feats.shape[0]) * shift)
-                    if args.partials:
-                        print(f"  [{(i + chunk) / 100:6.2f}s] {text(partial, lang)}")
-        if lid_free:
-            post = ", ".join(f"{k} {v:.2f}" for k, v in r.lid_posteriors.items())
-            print(f"{wav}\t{r.language}\t{text(r.tokens, r.language)}\t(LID {post}; T_avg {r.t_avg:.2f}; "
-                  f"CPU {r.cpu_seconds * 1000:.0f} ms)")
+            for i in range(0, len(audio), step):
+                stream.accept_waveform(audio[i: i + step], rec.sample_rate)
+                progress.update(min(i + step, len(audio)) / rec.sample_rate)
+                if args.partials:
+                    active = f"  (decoders: {', '.join(stream.active)})" if stream.lid_free else ""
+                    print(f"  [{min(i + step, len(audio)) / rec.sample_rate:6.2f}s] "
+                          f"{stream.partial}{active}")
+            r = stream.finish()
+        cpu = time.process_time() - start
+        if stream.lid_free:
+            post = ", ".join(f"{k} {v:.2f}" for k, v in (r.lid or {}).items())
+            print(f"{wav}\t{r.language}\t{r.text}\t(LID {post}; T_avg {r.extra['t_avg']:.2f}; "
+                  f"CPU {cpu * 1000:.0f} ms)")
         else:
-            print(f"{wav}\t{lang or '-'}\t{text(dec.result().tokens, lang)}")
+            print(f"{wav}\t{r.language or '-'}\t{r.text}")
     return 0
 
 

@@ -32,6 +32,7 @@ import torch
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.decode import text_of
+from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
 from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load
 from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
 from speechlab.asr.rnnt.networks import RnntNetworks
@@ -45,6 +46,11 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import ModelCard, read_decoding
+
+
+#: Segment length of streams whose encoder state grows with the audio: longer than the
+#: utterances such models are trained on, short enough to keep a chunk's cost small.
+SEGMENT_SECONDS = 20.0
 
 
 class RnntRecognizer:
@@ -79,6 +85,10 @@ class RnntRecognizer:
         self.fbank = fbank
         self.search = search
         self.chunk_frames = chunk_frames
+        # Streams of an encoder whose state grows with the audio are decoded in segments of
+        # about this many seconds (RnntStream); None: one segment, whatever the length.
+        self.segment_seconds: float | None = (
+            SEGMENT_SECONDS if isinstance(model.encoder, ConvTransformerEncoder) else None)
         self.languages: tuple[str, ...] = tuple(model.languages)
         self.sample_rate = fbank.sampling_rate
         # Seconds per encoder frame: the feature shift times the encoder's subsampling.
@@ -241,7 +251,18 @@ class RnntRecognizer:
 
 class RnntStream:
     """One recording streamed through an :class:`RnntRecognizer` (see
-    :meth:`RnntRecognizer.stream`)."""
+    :meth:`RnntRecognizer.stream`).
+
+    An encoder whose streaming state grows with the audio (the causal Transformer keeps every
+    past frame's keys and values) would make a long stream ever slower and larger, and would
+    reach positions no training utterance had. Such a stream is decoded in *segments* of about
+    ``rec.segment_seconds``: once a segment has three quarters of that, it ends at the first
+    chunk boundary after a quiet chunk (mean log-mel energy in the segment's lowest fifth), at
+    the latest at the full length; encoder and searches then start afresh. Texts and words are
+    joined, word times counted from the start of the recording; LID-free, each segment picks
+    its language, and the recording's ``lid`` is the frame-weighted average. The LSTM encoder's
+    state is constant in size: its streams are one segment whatever their length.
+    """
 
     def __init__(self, rec: RnntRecognizer, language: str | None, early_stop: EarlyStopConfig,
                  search: SearchConfig) -> None:
@@ -253,16 +274,24 @@ class RnntStream:
         self._taken = 0  # feature frames handed on so far
         self._buffer: list[np.ndarray] = []
         self.lid_free = language is None and rec.lid_free
-        model = rec.model
-        if self.lid_free:
-            self._decoder: Any = LidFreeDecoder(rec.networks, DecodeConfig(search=search,
-                                                                           early_stop=early_stop))
-        else:
-            # a pooled model without a one-hot, or a one-language model, needs no language
-            lang = language if model.spec.lang_onehot or not (
-                model.spec.union_vocab or len(rec.languages) == 1) else None
-            self._decoder = StreamingDecoder(rec.networks, lang, search)
+        self._early_stop, self._search = early_stop, search
+        self._decoder = self._new_decoder()
+        self._segments: list[Transcript] = []  # finished segments, word times absolute
+        self._segment_start = 0  # feature frames before the current segment
+        self._energy: list[float] = []  # per feature frame of the current segment
+        self._closed = False  # the last segment is among _segments
+        self._seconds = 0.0  # audio received
         self._finished: Transcript | None = None
+
+    def _new_decoder(self) -> Any:
+        rec, model = self.rec, self.rec.model
+        if self.lid_free:
+            return LidFreeDecoder(rec.networks, DecodeConfig(search=self._search,
+                                                             early_stop=self._early_stop))
+        # a pooled model without a one-hot, or a one-language model, needs no language
+        lang = self.language if model.spec.lang_onehot or not (
+            model.spec.union_vocab or len(rec.languages) == 1) else None
+        return StreamingDecoder(rec.networks, lang, self._search)
 
     def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None:
         """Feed the next piece of the recording (mono samples at ``sample_rate``)."""
@@ -270,6 +299,7 @@ class RnntStream:
             raise ConfigError("this stream is finished; start a new one")
         x = as_samples(samples, sample_rate, self.rec.sample_rate, what="stream audio")
         self._fbank.accept_waveform(float(self.rec.sample_rate), x)
+        self._seconds += len(x) / self.rec.sample_rate
         self._advance(final=False)
 
     def _advance(self, final: bool) -> None:
@@ -282,9 +312,53 @@ class RnntStream:
         chunk = self.rec.chunk_frames
         while self._buffer and (len(self._buffer) >= chunk or final):
             take, self._buffer = self._buffer[:chunk], self._buffer[chunk:]
-            feats = torch.from_numpy(np.stack(take).astype(np.float32))
+            full = self._segment_frames()
+            if self._energy and len(self._energy) + len(take) > full:
+                self._end_segment()  # this chunk would take the segment past its length
+            raw = np.stack(take).astype(np.float32)
+            feats = torch.from_numpy(raw)
             feats = self.rec.cmvn(feats[None], torch.tensor([len(take)]))[0][0]
             self._decoder.accept(feats)
+            self._energy += raw.mean(axis=1).tolist()
+            if len(self._energy) >= 0.75 * full and np.mean(self._energy[-len(take):]) <= \
+                    np.quantile(self._energy, 0.2):
+                self._end_segment()  # a quiet chunk late in the segment: end it there
+
+    def _segment_frames(self) -> float:
+        """Feature frames a segment may hold (inf: one segment)."""
+        limit = self.rec.segment_seconds
+        return math.inf if limit is None else limit / self.rec.fbank.frame_shift
+
+    def _end_segment(self, restart: bool = True) -> None:
+        """The current segment's result kept; encoder and searches start afresh (unless this
+        is the stream's end: ``active`` then still tells which decoders ran to it)."""
+        if self._decoder.num_frames if self.lid_free else self._decoder.frames:
+            self._segments.append(self._segment_result())
+        self._closed = not restart
+        if restart:
+            self._segment_start += len(self._energy)
+            self._energy = []
+            self._decoder = self._new_decoder()
+
+    def _segment_result(self) -> Transcript:
+        offset = self._segment_start * self.rec.fbank.frame_shift
+        if self.lid_free:
+            r = self._decoder.finish()
+            best = self._decoder.best(r.language)
+            words = self.rec.words(best.tokens, best.times, r.language)
+            return Transcript(self.rec.text(r.tokens, r.language), r.language,
+                              dict(r.lid_posteriors), _shifted(words, offset),
+                              extra={"active_frames": r.active_frames, "frames": r.num_frames,
+                                     "start": offset})
+        best = self._decoder.result()
+        lang = self.language if self.language is not None else (
+            self.rec.languages[0] if len(self.rec.languages) == 1 else None)
+        if lang is None and self.rec.model.spec.union_vocab:
+            lang = _union_language(self.rec, best.tokens)
+        words = self.rec.words(best.tokens, best.times, self.language)
+        return Transcript(self.rec.text(best.tokens, self.language), lang, None,
+                          _shifted(words, offset),
+                          extra={"frames": self._decoder.frames, "start": offset})
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -297,11 +371,22 @@ class RnntStream:
     @property
     def lid(self) -> dict[str, float] | None:
         """The LID head's posteriors averaged over the frames so far (None without LID)."""
-        if not self.lid_free or self._decoder.num_frames == 0:
-            return None if not self.lid_free else {l: 1 / len(self.rec.languages)
-                                                   for l in self.rec.languages}
-        post = self._decoder.posterior_sum / self._decoder.num_frames
-        return {lang: float(post[i]) for i, lang in enumerate(self.rec.languages)}
+        if not self.lid_free:
+            return None
+        sums = {lang: 0.0 for lang in self.rec.languages}
+        frames = 0
+        for seg in self._segments:
+            n = seg.extra["frames"]
+            frames += n
+            for lang, p in (seg.lid or {}).items():
+                sums[lang] += p * n
+        if self._decoder.num_frames and not self._closed:  # the live segment
+            frames += self._decoder.num_frames
+            for i, lang in enumerate(self.rec.languages):
+                sums[lang] += float(self._decoder.posterior_sum[i])
+        if frames == 0:
+            return {lang: 1 / len(self.rec.languages) for lang in self.rec.languages}
+        return {lang: v / frames for lang, v in sums.items()}
 
     @property
     def partial(self) -> str:
@@ -309,11 +394,13 @@ class RnntStream:
         if self._finished is not None:
             return self._finished.text
         if not self.lid_free:
-            return self.rec.text(self._decoder.partial.tokens, self.language)
-        lid = self.lid or {}
-        running = [l for l in self.active] or list(self.rec.languages)
-        lang = max(running, key=lambda l: lid.get(l, 0.0))
-        return self.rec.text(self._decoder.best(lang).tokens, lang)
+            now = self.rec.text(self._decoder.partial.tokens, self.language)
+        else:
+            lid = self.lid or {}
+            running = [l for l in self.active] or list(self.rec.languages)
+            lang = max(running, key=lambda l: lid.get(l, 0.0))
+            now = self.rec.text(self._decoder.best(lang).tokens, lang)
+        return " ".join(t for t in [*(seg.text for seg in self._segments), now] if t)
 
     def finish(self) -> Transcript:
         """The whole recording recognized; the stream takes no more audio."""
@@ -321,25 +408,43 @@ class RnntStream:
             return self._finished
         self._fbank.input_finished()
         self._advance(final=True)
+        self._end_segment(restart=False)
+        segments = self._segments
+        text = " ".join(seg.text for seg in segments if seg.text)
+        # an encoder frame spans several feature frames: the last may reach past the audio
+        words = tuple(Word(w.word, min(w.start, self._seconds), min(w.end, self._seconds))
+                      for seg in segments for w in seg.words or ())
         if self.lid_free:
-            if self._decoder.num_frames == 0:
-                self._finished = Transcript("", None, self.lid, ())
+            lid = self.lid
+            if not segments:
+                self._finished = Transcript("", None, lid, ())
                 return self._finished
-            r = self._decoder.finish()
-            best = self._decoder.best(r.language)
-            self._finished = Transcript(
-                self.rec.text(r.tokens, r.language), r.language, dict(r.lid_posteriors),
-                self.rec.words(best.tokens, best.times, r.language),
-                extra={"active_frames": r.active_frames, "t_avg": r.t_avg})
+            frames = sum(seg.extra["frames"] for seg in segments)
+            active = {lang: sum(seg.extra["active_frames"][lang] for seg in segments)
+                      for lang in self.rec.languages}
+            if len(segments) == 1:  # as the decoder gave them
+                language, lid = segments[0].language, segments[0].lid
+            else:
+                language = max(lid, key=lid.get)
+            self._finished = Transcript(text, language, lid, words, extra={
+                "active_frames": active, "t_avg": sum(active.values()) / frames,
+                "segment_starts": [seg.extra["start"] for seg in segments]})
         else:
-            best = self._decoder.result()
-            lang = self.language if self.language is not None else (
-                self.rec.languages[0] if len(self.rec.languages) == 1 else None)
-            if lang is None and self.rec.model.spec.union_vocab:
-                lang = _union_language(self.rec, best.tokens)
-            self._finished = Transcript(self.rec.text(best.tokens, self.language), lang, None,
-                                        self.rec.words(best.tokens, best.times, self.language))
+            # the given language, the model's one, or (pooled) the language most words had
+            counts: dict[str, int] = {}
+            for seg in segments:
+                if seg.language is not None:
+                    counts[seg.language] = counts.get(seg.language, 0) + len(seg.words or ()) + 1
+            language = self.language or (
+                self.rec.languages[0] if len(self.rec.languages) == 1 else
+                max(counts, key=counts.get) if counts else None)
+            self._finished = Transcript(text, language, None, words, extra={
+                "segment_starts": [seg.extra["start"] for seg in segments]})
         return self._finished
+
+
+def _shifted(words: tuple[Word, ...], seconds: float) -> tuple[Word, ...]:
+    return tuple(Word(w.word, w.start + seconds, w.end + seconds) for w in words)
 
 
 def _union_language(rec: RnntRecognizer, tokens: tuple[int, ...]) -> str | None:
