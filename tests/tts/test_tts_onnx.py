@@ -12,16 +12,12 @@ import torch
 
 import speechlab
 from speechlab.cli import main
+from speechlab.testing.tts_labels import HELLO_LABELS
 from speechlab.tts.model import build_from_config, preset
 from speechlab.tts.onnx_graphs import OnnxAcousticModel, export_acoustic
 
 TOL = 1e-4
-LABELS = ["0 1000000 x^x-pau+hh=ax@x_x/A:0_0_0",
-          "1000000 1800000 x^pau-hh+ax=l@1_2/A:0_0_0",
-          "1800000 3000000 pau^hh-ax+l=ow@2_1/A:0_0_0",
-          "3000000 3500000 hh^ax-l+ow=pau@1_2/A:0_0_0",
-          "3500000 5000000 ax^l-ow+pau=x@2_1/A:0_0_0",
-          "5000000 6000000 l^ow-pau+x=x@x_x/A:0_0_0"]
+LABELS = HELLO_LABELS
 
 
 @pytest.mark.parametrize("name, extra", [("tiny_salad", {}), ("mini_salad", {}),

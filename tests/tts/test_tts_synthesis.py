@@ -7,21 +7,22 @@ import pytest
 import torch
 
 from speechlab.errors import DataError
+from speechlab.testing.tts_labels import HELLO_LABELS
 from speechlab.train import save_checkpoint
 from speechlab.train.card import ModelCard
 from speechlab.tts.acoustic import DIMS, OutputNormalizer
 from speechlab.tts.labels import InputNormalizer, frame_features, parse_labels
 from speechlab.tts.model import FAMILY, build_from_config, preset
 from speechlab.tts.questions import load_questions
-from speechlab.tts.synthesis import (QUESTIONS_NAME, SIDECAR, Synthesizer, synthesize_labels,
-                                     write_model_files)
+from speechlab.tts.synthesis import (
+    QUESTIONS_NAME,
+    SIDECAR,
+    Synthesizer,
+    synthesize_labels,
+    write_model_files,
+)
 
-LABELS = ["0 1000000 x^x-pau+hh=ax@x_x/A:0_0_0",
-          "1000000 1800000 x^pau-hh+ax=l@1_2/A:0_0_0",
-          "1800000 3000000 pau^hh-ax+l=ow@2_1/A:0_0_0",
-          "3000000 3500000 hh^ax-l+ow=pau@1_2/A:0_0_0",
-          "3500000 5000000 ax^l-ow+pau=x@2_1/A:0_0_0",
-          "5000000 6000000 l^ow-pau+x=x@x_x/A:0_0_0"]
+LABELS = HELLO_LABELS
 
 
 def _model_dir(path, input_dim, model_input_dim=None):
