@@ -305,6 +305,22 @@ def test_transcribe_command_streams_with_partials_and_refuses_bad_options(rnnt_r
         assert message in err and err.count("\n") == 1
 
 
+def test_transcribe_and_serve_take_a_backend(rnnt_run, tmp_path, capsys):
+    from speechlab.serve.models import load_models
+
+    model_dir = rnnt_run / "models" / "multisoftmax_lid"
+    sf.write(tmp_path / "a.wav", _audio(2.0, 6), 16000)
+    outs = []
+    for backend in ("torch", "onnx"):
+        assert main(["transcribe", str(model_dir), str(tmp_path / "a.wav"), "--json",
+                     "--backend", backend]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1] and outs[0]["text"]
+    # serving: what can run on onnxruntime does, the rest stays in PyTorch
+    served = load_models([model_dir], say=lambda line: None, backend="onnx")
+    assert served["multisoftmax_lid"].model.backend == "onnx"
+
+
 def test_load_names_what_it_looked_for(tmp_path):
     with pytest.raises(DataError, match="does not exist; give a speechlab package"):
         speechlab.load(tmp_path / "nope")

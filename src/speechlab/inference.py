@@ -299,7 +299,7 @@ def _run_transcribe(args: Any) -> int:
     from speechlab.audio.io import validate_audio_file
     from speechlab.progress import WorkProgress
 
-    model = load(args.model)
+    model = load(args.model, backend=args.backend)
     if getattr(model, "kind", None) != "asr":
         raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
                         "recognizer")
@@ -370,7 +370,7 @@ def _run_synth(args: Any) -> int:
         raise ConfigError("synth: give either a LABELS file or --text, not both")
     if args.text is not None and not args.text.strip():
         raise DataError("synth: --text is empty")
-    model = load(args.model)
+    model = load(args.model, backend=args.backend)
     if getattr(model, "kind", None) != "tts":
         raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
                         "synthesizer")
@@ -411,6 +411,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--stream", action="store_true",
                    help="stream the file in --chunk-ms pieces, printing partial results")
     t.add_argument("--chunk-ms", type=float, default=320.0, help="streaming piece length")
+    t.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="run the networks in PyTorch or onnxruntime (default: the package's "
+                        "own, else torch; onnx exports a PyTorch model's graphs in memory)")
     t.add_argument("--beam", type=int, default=None, help="search beam (model's default)")
     t.add_argument("--method", default=None,
                    help="search: beam/greedy (RNN-T), viterbi/prefix (CTC topologies), "
@@ -433,6 +436,9 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--window", type=bounded(int, ge=0), default=120,
                    help="SALAD: attend within windows of this many frames (0: whole utterance)")
     s.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    s.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="run the acoustic model in PyTorch or onnxruntime (default: the "
+                        "package's own, else torch)")
     s.set_defaults(func=_run_synth, outputs={"out": "file"})
 
     e = sub.add_parser("export", help="write a trained model as a self-contained package",

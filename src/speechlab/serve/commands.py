@@ -88,7 +88,8 @@ def _run_serve(args: argparse.Namespace) -> int:
         # from fighting over the cores.
         torch.set_num_threads(1)
         print(f"loading {len(paths)} model(s):", flush=True)
-        models = load_models(paths, say=lambda line: print(line, flush=True))
+        models = load_models(paths, say=lambda line: print(line, flush=True),
+                             backend=args.backend)
         loopback = is_loopback(args.host)
         app = create_app(models, limits, loopback=loopback)
         host, port = sock.getsockname()[:2]
@@ -131,6 +132,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    type=bounded(int, ge=1, le=1024), default=None,
                    help=f"live streams at once; more are told the server is busy (default "
                         f"{d.max_streams}, measured on 2 cores by benchmarks/serve_load.py)")
+    s.add_argument("--backend", choices=("torch", "onnx"), default=None,
+                   help="onnx: run the models that can (RNN-T, TTS) on onnxruntime, the others "
+                        "in PyTorch (default: each model as it loads)")
     s.add_argument("--workers", type=bounded(int, ge=1, le=64), default=None,
                    help=f"threads decoding streams (default {d.workers}: one per core)")
     s.set_defaults(func=_run_serve)

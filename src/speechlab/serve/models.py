@@ -126,8 +126,11 @@ class ServedModel:
         return out
 
 
-def load_models(paths: Sequence[Path], *, say: Any = print) -> dict[str, ServedModel]:
-    """Every model at ``paths`` loaded (:func:`speechlab.load`), by name; ``say`` reports each."""
+def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None = None
+                ) -> dict[str, ServedModel]:
+    """Every model at ``paths`` loaded (:func:`speechlab.load`), by name; ``say`` reports each.
+    ``backend="onnx"``: the models that run on onnxruntime do (the RNN-T, the TTS acoustic
+    models), the others stay in PyTorch."""
     from speechlab.inference import load
 
     if not paths:
@@ -135,6 +138,10 @@ def load_models(paths: Sequence[Path], *, say: Any = print) -> dict[str, ServedM
     served: dict[str, ServedModel] = {}
     for name, path in zip(unique_names(paths), paths):
         model = load(path)
+        if backend == "onnx" and hasattr(model, "onnx"):
+            model = model.onnx()
         served[name] = ServedModel.of(name, model)
-        say(f"  {name}: {served[name].kind} model from {path}")
+        on = getattr(model, "backend", "torch")
+        say(f"  {name}: {served[name].kind} model from {path}" + (f" ({on})" if on != "torch"
+                                                                   else ""))
     return served
