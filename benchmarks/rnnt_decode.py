@@ -2,10 +2,11 @@
 with its networks run by PyTorch and as ONNX graphs by onnxruntime.
 
 Measures the real-time factor (decode CPU time / audio duration, 10 ms feature frames before
-stacking) on one thread of a randomly initialised ``demo``-preset model with four languages
-(the paper's vocabularies), four parallel decoders, features fed in streaming chunks. The
-paper reports T_avg (Table 7) but leaves the CPU cost to future work; this prints both, so the
-CPU saving can be set against the T_avg saving.
+stacking) on one thread of a randomly initialised model with four languages (the paper's
+vocabularies; the ``demo`` preset's LSTM encoder unless ``--preset`` says otherwise, e.g.
+``fast`` for the causal Transformer encoder), four parallel decoders, features fed in
+streaming chunks. The paper reports T_avg (Table 7) but leaves the CPU cost to future work;
+this prints both, so the CPU saving can be set against the T_avg saving.
 
 Both backends run the same search code on the same features in the same process, their
 repeats interleaved (the machine is shared); the ONNX graphs are exported from the model in
@@ -40,6 +41,7 @@ from speechlab.asr.rnnt import (
 )
 from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.onnx_graphs import export_networks, onnx_networks
+from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.utils import atomic_write_json, seed_everything
 
 
@@ -78,10 +80,10 @@ def measure(backends: dict[str, RnntNetworks], feats: torch.Tensor, cfg: DecodeC
 
 def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: int = 3,
         chunk_frames: int = 32, tau: float = 10, s_th: float = 0.5, lid_bias: float = 0.0,
-        repeats: int = 3, seed: int = 0) -> dict[str, object]:
+        repeats: int = 3, seed: int = 0, preset: str = "demo") -> dict[str, object]:
     torch.set_num_threads(1)
     seed_everything(seed)
-    model = build("multisoftmax_lid", PAPER_VOCAB_SIZES, "demo").eval()
+    model = build("multisoftmax_lid", PAPER_VOCAB_SIZES, preset).eval()
     if lid_bias:
         with torch.no_grad():
             model.lid_head.bias[0] += lid_bias
@@ -104,7 +106,7 @@ def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: 
     return {
         "settings": {"seconds": seconds, "method": method, "beam": beam, "max_symbols": max_symbols,
                      "chunk_frames": chunk_frames, "tau": tau, "s_th": s_th, "lid_bias": lid_bias,
-                     "repeats": repeats, "threads": torch.get_num_threads(), "preset": "demo",
+                     "repeats": repeats, "threads": torch.get_num_threads(), "preset": preset,
                      "decoders": len(PAPER_VOCAB_SIZES), "onnx_threads": 1,
                      "onnx_export_seconds": export_seconds},
         "no_early_stop": base["torch"],
@@ -126,16 +128,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--max-symbols", type=int, default=3)
     p.add_argument("--chunk-frames", type=int, default=32, help="streaming chunk, 10 ms frames")
-    p.add_argument("--tau", type=float, default=10, help="encoder frames (30 ms each)")
+    p.add_argument("--tau", type=float, default=10,
+                   help="encoder frames (30 ms each; 40 ms for the fast preset)")
     p.add_argument("--s-th", type=float, default=0.5)
     p.add_argument("--lid-bias", type=float, default=0.0)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--preset", default="demo", choices=sorted(PRESETS),
+                   help="model sizes (asr.rnnt.presets); fast: the causal Transformer encoder")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     a = p.parse_args(argv)
     res = run(a.seconds, a.method, a.beam, a.max_symbols, a.chunk_frames, a.tau, a.s_th,
-              a.lid_bias, a.repeats, a.seed)
-    print(f"streaming LID-free decode, demo preset, 4 decoders, {a.method} (beam {a.beam}), "
+              a.lid_bias, a.repeats, a.seed, a.preset)
+    print(f"streaming LID-free decode, {a.preset} preset, 4 decoders, {a.method} (beam {a.beam}), "
           f"{a.seconds:g} s audio, chunks of {a.chunk_frames} frames, 1 thread; PyTorch and "
           "ONNX Runtime backends, the same search")
     print(f"{'':<24}{'RTF torch':>10}{'RTF onnx':>10}{'torch/onnx':>11}{'(wall)':>8}"
