@@ -117,6 +117,7 @@ def over_training_figure(points: Sequence[CheckpointDiagnosis], path: str | Path
     if acc:
         ax.plot(*zip(*acc), marker="o", color="black")
     ax.set_xlabel("update")
+    ax.set_ylim(bottom=0)
     ax.set_title("dev contrastive accuracy [%]", fontsize=9)
     return save_figure(fig, path)
 
