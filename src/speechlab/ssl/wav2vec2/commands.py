@@ -11,6 +11,10 @@ the HTML report) and ``suggested_blocks.txt`` (the vertical and vertical+diagona
 ``6-11``). ``--apply`` also writes ``model.yaml``: the model's config with exactly those blocks
 made local (``--radius``).
 
+``diagnose attention-over-training RUN/models/pretrained --cuts CUTS --out DIR`` does the
+same statistics at every periodic checkpoint of a pre-training run, beside the dev contrastive
+accuracy of its log (:mod:`.over_training`): ``attention_over_training.json`` / ``.png``.
+
 ``wav2vec2 config --preset base --local-blocks 2-12 --radius 30 --out model.yaml`` writes a
 model config and prints its parameter count.
 """
@@ -135,6 +139,25 @@ def _run_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_over_training(args: argparse.Namespace) -> int:
+    from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained
+    from speechlab.ssl.wav2vec2.over_training import attention_over_training, write_over_training
+    from speechlab.train.card import best_or_latest
+
+    encoder = load_pretrained(best_or_latest(args.run_dir))
+    encoder = getattr(encoder, "encoder", encoder)
+    wavs, _ = _utterances(args.cuts, args.utterances, encoder.config.receptive_field)
+    points = attention_over_training(args.run_dir, wavs)
+    write_over_training(points, args.out)
+    for p in points:
+        acc = "-" if p.accuracy is None else f"{100 * p.accuracy:.1f}%"
+        stats = " ".join(f"B{b.block}:{b.entropy:.2f}/{b.band:.2f}/{b.vertical:.2f}"
+                         for b in p.blocks)
+        print(f"update {p.step:6d} acc {acc:>6}  entropy/band/vertical {stats}")
+    print(f"wrote {args.out}/attention_over_training.json and .png")
+    return 0
+
+
 def _run_config(args: argparse.Namespace) -> int:
     from speechlab.config import save_config
     from speechlab.ssl.wav2vec2.config import format_blocks, parse_blocks, preset
@@ -166,6 +189,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--overwrite", action="store_true",
                    help="replace an existing (non-empty) --out directory")
     a.set_defaults(func=_run_diagnose, outputs={"out": "dir"})
+    o = dsub.add_parser("attention-over-training", help="per-block attention statistics and "
+                        "dev contrastive accuracy at every checkpoint of a pre-training run")
+    o.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                   help="a pre-training run directory (RUN/models/pretrained) with ckpt-*.pt")
+    o.add_argument("--cuts", type=Path, required=True, help="lhotse cuts manifest (16 kHz)")
+    o.add_argument("--out", type=Path, required=True)
+    o.add_argument("--utterances", default=6, help="cuts to look at, the same at every checkpoint",
+                   type=bounded(int, ge=1, le=100, why="each is run through every checkpoint"))
+    o.add_argument("--overwrite", action="store_true",
+                   help="replace the files of an existing (non-empty) --out directory")
+    o.set_defaults(func=_run_over_training, outputs={"out": "dir"})
 
     wsub = command_group(sub, "wav2vec2", "wav2vec 2.0 model configs", dest="what", metavar="WHAT")
     c = wsub.add_parser("config", help="write a model config with some blocks local")
