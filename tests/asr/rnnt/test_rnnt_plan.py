@@ -79,7 +79,13 @@ def test_jobs_say_what_they_are_without_names():
 
 def test_train_first_moves_the_named_trainings_to_the_front():
     cfg = MultiSoftmaxConfig(train_first=("mono_hi", "multisoftmax"))
-    names = [j.name for j in MultiSoftmaxPaper().plan(cfg) if isinstance(j, TrainJob)]
+    plan = MultiSoftmaxPaper().plan(cfg)
+    names = [j.name for j in plan if isinstance(j, TrainJob)]
     assert names[:2] == ["mono_hi", "multisoftmax"]
+    # their decodings next, before any other training: the headline numbers come first
+    kinds = [(type(j).__name__, j.model.name if isinstance(j, DecodeJob) else j.name) for j in plan]
+    assert kinds[:4] == [("TrainJob", "mono_hi"), ("TrainJob", "multisoftmax"),
+                         ("DecodeJob", "multisoftmax"), ("DecodeJob", "mono_hi")]
+    assert sum(isinstance(j, DecodeJob) and j.model.name in cfg.train_first for j in plan) == 2
     with pytest.raises(ConfigError, match="train_first"):
         MultiSoftmaxPaper().plan(MultiSoftmaxConfig(train_first=("mono_fr",)))

@@ -86,10 +86,12 @@ class MultiSoftmaxPaper:
         unknown = [n for n in cfg.train_first if n not in {t.name for t in trains}]
         if unknown:
             raise ConfigError(f"train_first: {unknown} are not models of the plan")
-        # A stable sort: the named trainings move to the front in the order given.
+        # A stable sort: the named trainings move to the front in the order given, and their
+        # decodings right after them, so that the headline table's numbers come first.
         first = {name: i for i, name in enumerate(cfg.train_first)}
-        return sorted([*trains, *decodes], key=lambda j: first.get(j.name, len(first))
-                      if isinstance(j, TrainJob) else len(first))
+        n = len(first)
+        return sorted([*trains, *decodes], key=lambda j: first.get(j.name, n)
+                      if isinstance(j, TrainJob) else n - 0.5 if j.model.name in first else n)
 
     def train(self, job: Train, cfg: MultiSoftmaxConfig, data: Data, out: Path) -> None:
         from speechlab.asr.rnnt.model import build
