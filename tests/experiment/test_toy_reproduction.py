@@ -78,3 +78,51 @@ def test_a_paper_cannot_run_twice_in_one_call(tmp_path):
             Run(ToyReproduction(), ToyRecipe(), "ci", tmp_path / "b")]
     with pytest.raises(ConfigError, match="once per call"):
         reproduce(runs)
+
+
+class _Planted:
+    """Pickles as a call of ``os.system``: what a kept decoding must never run."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_resumed_run_keeps_finished_decodings_and_decodes_again_what_changed(tmp_path):
+    out = tmp_path / "toy"
+    run = Run(ToyReproduction(), ToyRecipe(), "ci", out)
+    reproduce([run], jobs=1)
+    first = Results.load(out).table("mse").rows
+    kept = sorted(p.name for p in (out / "decoded").iterdir())
+    assert kept == ["base.pt", "tuned.pt", "tuned_a.pt"]
+
+    def decodes():
+        return [line for line in (out / "jobs.txt").read_text().split("\n")
+                if line.startswith("decode")]
+
+    # Killed after its decodings (or run again): nothing is decoded again, same tables.
+    before = decodes()
+    reproduce([run], jobs=1)
+    assert decodes() == before
+    assert Results.load(out).table("mse").rows == first
+
+    # A model trained again: its decodings (and only they) run again.
+    import os
+
+    ckpt = sorted((out / "models" / "tuned").glob("*.pt"))[0]
+    os.utime(ckpt, ns=(ckpt.stat().st_atime_ns, ckpt.stat().st_mtime_ns + 10**9))
+    reproduce([run], jobs=1)
+    assert sorted(decodes()[len(before):]) == ["decode tuned", "decode tuned_a"]
+
+    # A kept file that would run code is refused unread and decoded again.
+    marker = tmp_path / "ran"
+    torch.save({"key": "x", "value": _Planted(marker)}, out / "decoded" / "base.pt")
+    n = len(decodes())
+    reproduce([run], jobs=1)
+    assert not marker.exists()
+    assert decodes()[n:] == ["decode base"]
+    assert Results.load(out).table("mse").rows == first

@@ -4,7 +4,8 @@
   each is prepared here (corpus, features, vocabularies written once), all their plans go
   through one :func:`~speechlab.experiment.scheduler.run_jobs` (so with several papers both
   cores stay busy across papers), then each writes its tables. A killed run resumes: a
-  finished model's directory holds its final checkpoint, so its job only loads it.
+  finished model's directory holds its final checkpoint, so its job only loads it, and a
+  finished decoding is kept in ``decoded/`` (:mod:`.decoded`), so it is not run again.
 - :func:`train_one` trains one model of a plan, alone or under torchrun (each rank on its own
   shard, rank 0 alone writing), into the same run-directory layout.
 
@@ -27,6 +28,7 @@ import torch
 from speechlab.config import save_config
 from speechlab.data.corpus import check_corpus_dir
 from speechlab.errors import ConfigError
+from speechlab.experiment.decoded import kept_or_decoded
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.experiment.recipes import load_recipe
 from speechlab.experiment.reproduction import Reproduction, Run
@@ -100,7 +102,8 @@ def _execute(payload: tuple[str, TrainJob | DecodeJob]) -> Any:
         start = time.time()
         run.paper.train(job, run.cfg, data, run.out)
         return f"trained {paper}/{job.name} ({(time.time() - start) / 60:.1f} min)"
-    return run.paper.decode(job, run.cfg, data, run.out)
+    return kept_or_decoded(run.out, job, run.out / CONFIG_NAME, run.models_dir / job.model.name,
+                           lambda: run.paper.decode(job, run.cfg, data, run.out))
 
 
 # ---------------------------------------------------------------------------------------------
