@@ -151,3 +151,24 @@ def test_build_entry_point_makes_exactly_the_listed_blocks_local():
             parse_blocks(bad, 12)
     with pytest.raises(ConfigError, match="radius must be >= 1"):
         build("ci", local_blocks=(1,), radius=0)
+
+
+@torch.no_grad()
+def test_init_std_sets_the_attention_logits_scale_at_the_start():
+    """At BERT's 0.02 a 64-dim model starts with near-uniform attention (logit std ~0.03);
+    0.02 * sqrt(768 / 64) gives it the logit scale Base starts from (~0.3)."""
+    from speechlab.ssl.wav2vec2.config import preset
+    from speechlab.ssl.wav2vec2.model import build_from_config
+
+    torch.manual_seed(0)
+    x = torch.randn(1, 50, 64)
+
+    def logit_std(std):
+        model = build_from_config(preset("tiny", front_end="fbank", init_std=std))
+        attn = next(m for m in model.transformer.modules() if hasattr(m, "q_proj"))
+        assert float(attn.q_proj.weight.std()) == pytest.approx(std, rel=0.05)
+        q, k = attn._split(attn.q_proj(x)), attn._split(attn.k_proj(x))
+        return float(((q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5).std())
+
+    assert logit_std(0.02) < 0.06
+    assert 0.15 < logit_std(0.02 * (768 / 64) ** 0.5) < 0.6

@@ -72,6 +72,11 @@ class Wav2Vec2Config:
     local_blocks: tuple[int, ...] = ranged((), ge=1)
     radius: int = ranged(30, ge=1, le=MAX_RADIUS, why=MAX_RADIUS_WHY)
     local_chunk: int = ranged(32, ge=1)
+    # Std of the normal init of the Transformer's and projections' linear weights (BERT's 0.02,
+    # which wav2vec 2.0 trains from). It sets the attention logits' scale at the start: their
+    # std grows with dim at a fixed init std (about 0.3 at Base's 768, 0.03 at 64 dims, where
+    # attention starts uniform); 0.02 * sqrt(768 / dim) gives a narrow model Base's per-unit scale.
+    init_std: float = ranged(0.02, gt=0)
 
     def __post_init__(self) -> None:
         check_fields(self)

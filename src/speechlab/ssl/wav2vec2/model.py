@@ -111,11 +111,11 @@ def build_parts(config: Wav2Vec2Config) -> dict[str, nn.Module]:
     }
 
 
-def _init_linear(module: nn.Module) -> None:
+def _init_linear(module: nn.Module, std: float) -> None:
     """BERT-style initialisation of the Transformer's and the projections' linear layers
-    (normal, std 0.02, zero bias), as wav2vec 2.0 trains from."""
+    (normal, std ``std``: 0.02 as wav2vec 2.0 trains from; zero bias)."""
     if isinstance(module, nn.Linear) and not getattr(module, "_keep_init", False):
-        nn.init.normal_(module.weight, 0.0, 0.02)
+        nn.init.normal_(module.weight, 0.0, std)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
 
@@ -123,7 +123,7 @@ def _init_linear(module: nn.Module) -> None:
 def build_from_config(config: Wav2Vec2Config) -> Wav2Vec2:
     model = Wav2Vec2(config, **build_parts(config))
     model.quantizer.weight_proj._keep_init = True  # its own init (unit normal)
-    model.apply(_init_linear)
+    model.apply(lambda m: _init_linear(m, config.init_std))
     return model
 
 

@@ -67,6 +67,8 @@ class LocalAttentionConfig:
     front_end: str = "conv"
     # LMSAB radius in frames (the paper: 30, i.e. +-0.6 s at 20 ms).
     radius: int = ranged(30, ge=1, le=MAX_RADIUS, why=MAX_RADIUS_WHY)
+    # The std of the linear layers' init (Wav2Vec2Config.init_std); None: the preset's (0.02).
+    init_std: float | None = ranged(None, gt=0)
     variants: dict[str, str] = field(default_factory=_variants_default)
     pretrain: TrainConfig = field(default_factory=TrainConfig)
     pretrain_task: PretrainTaskConfig = field(default_factory=PretrainTaskConfig)
@@ -119,7 +121,8 @@ class LocalAttentionConfig:
 
 def model_config(cfg: LocalAttentionConfig) -> Wav2Vec2Config:
     """The pre-training model's sizes: the preset with the recipe's front end and radius."""
-    return preset(cfg.model, radius=cfg.radius, front_end=cfg.front_end)
+    changes = {} if cfg.init_std is None else {"init_std": cfg.init_std}
+    return preset(cfg.model, radius=cfg.radius, front_end=cfg.front_end, **changes)
 
 
 # ---------------------------------------------------------------------------------------------
