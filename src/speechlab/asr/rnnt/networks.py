@@ -230,7 +230,10 @@ class TorchPredictionJoint:
 
     def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
                   slots: np.ndarray) -> Tensor:
-        hidden = frames.detach().numpy()[frame_of] + pred
+        every = frames.detach().numpy()
+        # One frame for all rows (a stream's decoders) is a broadcast, not a gather.
+        same = frames.shape[0] == 1 or frames.stride(0) == 0
+        hidden = pred + every[0] if same else every[frame_of] + pred
         hidden = torch.from_numpy(np.tanh(hidden, out=hidden))
         # The search passes rows grouped by decoder, so a slot's rows are usually one run:
         # each run is multiplied by its own head only, into its columns of an all -inf
@@ -240,6 +243,9 @@ class TorchPredictionJoint:
         if len(begins) >= len(self._heads):
             logits = F.linear(hidden, self.weight, self.bias).gather(
                 1, self.columns[torch.from_numpy(slots)])
+        elif not begins and self._heads[of[0]][2] == self.columns.shape[1]:
+            bias, weight_t, _ = self._heads[of[0]]  # one slot, with the widest vocabulary
+            logits = torch.addmm(bias, hidden, weight_t)
         else:
             logits = torch.full((len(of), self.columns.shape[1]), float("-inf"),
                                 dtype=hidden.dtype)

@@ -140,7 +140,8 @@ class TransducerSearch:
             if not active:
                 break
             lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
-            for (d, h), b in zip(active, lp[:, blank].tolist()):
+            lp_np = lp.detach().numpy()  # the same memory; small reads and writes cost less here
+            for (d, h), b in zip(active, lp_np[:, blank].tolist()):
                 score, times, row, tokens, _ = h
                 new = [score + b, times, row, tokens, True]
                 old = merge[d].setdefault(tokens, new)
@@ -159,7 +160,7 @@ class TransducerSearch:
             # hypotheses differ), so the candidates need no merging: they are ranked with the
             # finished hypotheses by score (ties: finished first, then by position), and only
             # the kept ones become hypotheses.
-            lp[:, blank] = float("-inf")
+            lp_np[:, blank] = -np.inf
             vals, cols = lp.topk(min(beam, max(sizes) - 1), dim=1)
             vals, cols = vals.tolist(), cols.tolist()
             survivors: list[tuple[int, list]] = []
