@@ -107,3 +107,31 @@ def test_random_float_posteriors_match_loop():
         lp = torch.randn(50, 4, generator=g).log_softmax(-1)
         for tau, s_th in [(5, 0.5), (0, 2.0), (10, 0.2)]:
             assert active_frames(lp, tau, s_th).tolist() == loop_reference(lp.double().tolist(), tau, s_th)
+
+
+@settings(deadline=None)
+@given(
+    st.integers(1, 30),
+    st.integers(1, 4),
+    st.sampled_from([-1, 0, 1, 3, 7, INF]),
+    st.sampled_from([0.0, 0.25, 0.5, 1.0, INF]),
+    st.lists(st.integers(0, 7), min_size=1, max_size=12),
+    st.integers(0, 2**31 - 1),
+    st.booleans(),
+)
+def test_steps_of_a_chunk_are_steps_frame_by_frame(T, L, tau, s_th, chunks, seed, quarters):
+    """``steps`` on any chunking (empty chunks too) gives what ``step`` gives frame by frame:
+    the same decoders running, and the same scores to the bit."""
+    g = torch.Generator().manual_seed(seed)
+    lp = (torch.randint(-12, 1, (T, L), generator=g).double() / 4 if quarters  # real ties
+          else torch.randn(T, L, generator=g, dtype=torch.float64).log_softmax(-1))
+    one, chunked = EarlyStopper(L, tau, s_th), EarlyStopper(L, tau, s_th)
+    expected = torch.stack([one.step(lp[t]) for t in range(T)])
+    got, t = [], 0
+    for n in chunks + [T]:
+        got.append(chunked.steps(lp[t: t + n]))
+        t = min(T, t + n)
+    assert torch.equal(torch.cat(got), expected)
+    assert torch.equal(chunked.scores, one.scores)
+    assert torch.equal(chunked.frames, one.frames) and torch.equal(chunked.on, one.on)
+    assert chunked.t == one.t == T

@@ -61,7 +61,8 @@ def t_avg(frames: Tensor, num_frames: int) -> float:
 class EarlyStopper:
     """:func:`active_frames` one frame at a time, for streaming decoders.
 
-    ``step(log P_t)`` returns which decoders run frame t, then applies the switch-off rule.
+    ``step(log P_t)`` returns which decoders run frame t, then applies the switch-off rule;
+    ``steps`` does the same for a chunk of frames at once.
     """
 
     def __init__(self, num_languages: int, tau: float = math.inf, s_th: float = math.inf) -> None:
@@ -81,4 +82,24 @@ class EarlyStopper:
         if self.t > self.tau:
             self.on &= ~(self.scores < self.scores.max() - self.s_th)
         self.t += 1
+        return running
+
+    def steps(self, log_probs: Tensor) -> Tensor:
+        """log_probs (T, L) of the next T frames -> (T, L) bool, decoders that run each: the
+        same as :meth:`step` frame by frame (the scores are summed in the same order), in a
+        few tensor operations instead of a few per frame."""
+        L = self.scores.shape[0]
+        lp = log_probs.detach().to(torch.float64).cpu()
+        T = lp.shape[0]
+        if T == 0:
+            return torch.zeros(0, L, dtype=torch.bool)
+        s = torch.cat([self.scores[None], lp]).cumsum(0)[1:]  # s_l(t) after each frame, Eq. (1)
+        t = torch.arange(self.t, self.t + T, dtype=torch.float64)[:, None]
+        switch_off = (t > self.tau) & (s < s.max(dim=1, keepdim=True).values - self.s_th)
+        on = self.on & (switch_off.cumsum(0) == 0)  # (T, L): still on after each frame
+        running = torch.cat([self.on[None], on[:-1]])
+        self.scores.copy_(s[-1])
+        self.frames += running.sum(0)
+        self.on.copy_(on[-1])
+        self.t += T
         return running

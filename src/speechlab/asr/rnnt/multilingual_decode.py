@@ -125,12 +125,14 @@ class LidFreeDecoder:
         # then only counts frames.
         lid = (torch.log_softmax(lid_logits.double(), dim=-1) if lid_logits is not None
                else torch.zeros(enc_proj.shape[0], L, dtype=torch.float64))
+        # The LID bookkeeping of the whole chunk at once; the sums add frame after frame
+        # (cumsum), so they are the same as adding one frame at a time.
+        running = self.stopper.steps(lid).tolist()
+        self.posterior_sum.copy_(torch.cat([self.posterior_sum[None], lid.exp()]).cumsum(0)[-1])
+        self.log_posterior_sum.copy_(torch.cat([self.log_posterior_sum[None], lid]).cumsum(0)[-1])
+        frames = enc_proj[:, None].expand(-1, L, -1)  # frame t for every language's decoder
         for t in range(enc_proj.shape[0]):
-            running = self.stopper.step(lid[t])
-            self.posterior_sum += lid[t].exp()
-            self.log_posterior_sum += lid[t]
-            self.beams = self.search.step(self.beams, enc_proj[t].expand(L, -1),
-                                          self.num_frames + t, running.tolist())
+            self.beams = self.search.step(self.beams, frames[t], self.num_frames + t, running[t])
         self.num_frames += enc_proj.shape[0]
         if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
             self.beams = self.search.scorer.compact(self.beams)

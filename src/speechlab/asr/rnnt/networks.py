@@ -122,13 +122,21 @@ class TorchEncoder:
 class TorchPredictionJoint:
     """:class:`PredictionJoint` of a PyTorch RNN-T, with its work done once where it can be.
 
-    Every slot's output layer lives in one matrix (the concatenated heads), so a joint step
-    for all rows of all slots is one matrix product; each row then reads its own slot's
-    columns. The first LSTM layer's input gates of every label a slot can feed (its embedding,
-    its language one-hot, both biases) are worked out once, so a prediction step starts from a
-    lookup; deeper layers multiply ``[input, h]`` by ``[W_ih, W_hh]`` in one product. The LSTM
-    stacks are stepped once per stack in use (one, but for the LSP variant). These tables are
-    also what the ONNX graphs are made of (:mod:`.onnx_graphs`).
+    Every slot's output layer lives in one matrix (the concatenated heads). A joint step
+    multiplies each run of rows of one slot by that slot's own head only (a row of a
+    multi-softmax decoder needs its language's ~1/L of the columns), or, when the slots of
+    the rows are too mixed for that, all rows by the whole matrix, each row then reading its
+    own slot's columns. The first LSTM layer's input gates of every label a slot can feed
+    (its embedding, its language one-hot, both biases) are worked out once, so a prediction
+    step starts from a lookup; deeper layers multiply ``[input, h]`` by ``[W_ih, W_hh]`` in one
+    product. The LSTM stacks are stepped once per stack in use (one, but for the LSP variant).
+    These tables are also what the ONNX graphs are made of (:mod:`.onnx_graphs`).
+
+    A step is a few small products on a handful of rows, so the tiny operations around them
+    cost as much as the products: the products run in torch, the element-wise rest of an LSTM
+    cell and the joint's tanh in numpy, on the arrays the search keeps (numpy's float32 tanh,
+    within one unit in the last place, costs about a twentieth of torch's on the benchmark
+    machine).
     """
 
     def __init__(self, model: RNNT) -> None:
@@ -175,58 +183,89 @@ class TorchPredictionJoint:
                          (getattr(lstm, f"bias_ih_l{k}") + getattr(lstm, f"bias_hh_l{k}")).detach())
                         for k in range(1, lstm.num_layers)] for lstm in predictor.lstms]
         self.recurrent = [lstm.weight_hh_l0.detach() for lstm in predictor.lstms]
+        # For the per-head joint: each slot's head (bias, transposed weight) and vocabulary.
+        self._heads = [(self.bias[starts[r.head]: starts[r.head] + r.vocab_size],
+                        self.weight[starts[r.head]: starts[r.head] + r.vocab_size].T,
+                        r.vocab_size) for r in routes]
+        # For the step: numpy views of the lookup, transposed products for addmm.
+        self._first = self.first.numpy()
+        self._first_offset = self.first_offset.numpy()
+        self._net_of_slot = np.array(self.nets, dtype=np.int64)
+        self._recurrent_t = [w.T for w in self.recurrent]
+        self._deeper_t = [[(b, w.T) for w, b in layers] for layers in self.deeper]
+        self._pred_proj = (joiner.pred_proj.bias.detach(), joiner.pred_proj.weight.detach().T)
 
     def slot(self, language: str | None) -> int:
         return slot_of(self.model, language)
 
-    @torch.inference_mode()
     def step(self, tokens: np.ndarray, slots: np.ndarray, h: np.ndarray, c: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The LSTM recurrence of ``nn.LSTM`` (gates i, f, g, o), written out so that the first
         layer's input product is a lookup."""
-        tokens_t, slots_t = torch.from_numpy(tokens), torch.from_numpy(slots)
-        h_t, c_t = torch.from_numpy(h), torch.from_numpy(c)
-        gates0 = self.first[tokens_t + self.first_offset[slots_t]]
+        lookup = tokens + self._first_offset[slots]
         if len(self.recurrent) == 1:  # one LSTM stack for every slot (all but LSP): no gathers
-            x, hn, cn = _cell(torch.addmm(gates0, h_t[0], self.recurrent[0].T), c_t[0])
-            hs, cs = [hn], [cn]
-            for k, (w, b) in enumerate(self.deeper[0], start=1):
-                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h_t[k]], dim=1), w.T), c_t[k])
-                hs.append(hn)
-                cs.append(cn)
-            return (self.model.joiner.project_predictor(x).numpy(), torch.stack(hs).numpy(),
-                    torch.stack(cs).numpy())
-        out = torch.empty(len(tokens), h_t.shape[2], dtype=h_t.dtype)
-        h2, c2 = torch.empty_like(h_t), torch.empty_like(c_t)
-        nets = [self.nets[s] for s in slots.tolist()]
-        for net in sorted(set(nets)):  # one pass per LSTM stack in use (LSP: per language)
-            idx = torch.tensor([i for i, n in enumerate(nets) if n == net])
-            x, hn, cn = _cell(torch.addmm(gates0[idx], h_t[0, idx], self.recurrent[net].T),
-                              c_t[0, idx])
-            h2[0, idx], c2[0, idx] = hn, cn
-            for k, (w, b) in enumerate(self.deeper[net], start=1):
-                x, hn, cn = _cell(torch.addmm(b, torch.cat([x, h_t[k, idx]], dim=1), w.T),
-                                  c_t[k, idx])
-                h2[k, idx], c2[k, idx] = hn, cn
-            out[idx] = x
-        return self.model.joiner.project_predictor(out).numpy(), h2.numpy(), c2.numpy()
+            return self._step_stack(0, lookup, h, c)
+        nets = self._net_of_slot[slots]
+        proj = np.empty((len(tokens), self.joint_dim), dtype=np.float32)
+        h2, c2 = np.empty_like(h), np.empty_like(c)
+        for net in np.unique(nets).tolist():  # one pass per LSTM stack in use (LSP: per language)
+            idx = np.flatnonzero(nets == net)
+            proj[idx], h2[:, idx], c2[:, idx] = self._step_stack(net, lookup[idx], h[:, idx],
+                                                                 c[:, idx])
+        return proj, h2, c2
 
-    @torch.inference_mode()
+    def _step_stack(self, net: int, lookup: np.ndarray, h: np.ndarray, c: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`step` of rows that all run LSTM stack ``net``: lookup (N,) their rows of
+        ``first``, h, c (layers, N, H) -> the output's projection (N, J), the new h, c."""
+        h2, c2 = np.empty_like(h), np.empty_like(c)
+        gates = self._first[lookup]  # a copy: layer 0's input product, both biases
+        torch.from_numpy(gates).addmm_(torch.from_numpy(h[0]), self._recurrent_t[net])
+        _cell(gates, c[0], h2[0], c2[0])
+        for k, (b, w_t) in enumerate(self._deeper_t[net], start=1):
+            x = torch.from_numpy(np.concatenate([h2[k - 1], h[k]], axis=1))
+            _cell(torch.addmm(b, x, w_t).numpy(), c[k], h2[k], c2[k])
+        b, w_t = self._pred_proj
+        return torch.addmm(b, torch.from_numpy(h2[-1]), w_t).numpy(), h2, c2
+
     def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
                   slots: np.ndarray) -> Tensor:
-        hidden = torch.tanh(frames[torch.from_numpy(frame_of)] + torch.from_numpy(pred))
-        logits = F.linear(hidden, self.weight, self.bias)
-        return torch.log_softmax(logits.gather(1, self.columns[torch.from_numpy(slots)]).float(),
-                                 dim=-1)
+        every = frames.detach().numpy()
+        # One frame for all rows (a stream's decoders) is a broadcast, not a gather.
+        same = frames.shape[0] == 1 or frames.stride(0) == 0
+        hidden = pred + every[0] if same else every[frame_of] + pred
+        hidden = torch.from_numpy(np.tanh(hidden, out=hidden))
+        # The search passes rows grouped by decoder, so a slot's rows are usually one run:
+        # each run is multiplied by its own head only, into its columns of an all -inf
+        # (N, V_max). Rows of more runs than there are heads take the one product of all heads.
+        of = slots.tolist()
+        begins = [i for i in range(1, len(of)) if of[i] != of[i - 1]]  # where a new run begins
+        if len(begins) >= len(self._heads):
+            logits = F.linear(hidden, self.weight, self.bias).gather(
+                1, self.columns[torch.from_numpy(slots)])
+        elif not begins and self._heads[of[0]][2] == self.columns.shape[1]:
+            bias, weight_t, _ = self._heads[of[0]]  # one slot, with the widest vocabulary
+            logits = torch.addmm(bias, hidden, weight_t)
+        else:
+            logits = torch.full((len(of), self.columns.shape[1]), float("-inf"),
+                                dtype=hidden.dtype)
+            for begin, end in zip([0, *begins], [*begins, len(of)]):
+                bias, weight_t, vocab = self._heads[of[begin]]
+                torch.addmm(bias, hidden[begin:end], weight_t, out=logits[begin:end, :vocab])
+        return torch.log_softmax(logits.float(), dim=-1)
 
 
-def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
+def _cell(gates: np.ndarray, c: np.ndarray, h_out: np.ndarray, c_out: np.ndarray) -> None:
+    """One LSTM cell from its summed gate inputs gates (N, 4H) and c (N, H): the new h, c
+    into h_out, c_out (N, H) (the output is h)."""
     H = c.shape[1]
-    sig = torch.sigmoid(gates)  # the g quarter's sigmoid is not used: one call beats three
-    c = torch.addcmul(sig[:, H: 2 * H] * c, sig[:, :H], torch.tanh(gates[:, 2 * H: 3 * H]))
-    h = sig[:, 3 * H:] * torch.tanh(c)
-    return h, h, c
+    sig = torch.sigmoid(torch.from_numpy(gates)).numpy()  # the g quarter's is not used
+    g = np.tanh(gates[:, 2 * H: 3 * H])
+    g *= sig[:, :H]
+    np.multiply(sig[:, H: 2 * H], c, out=c_out)
+    c_out += g
+    np.tanh(c_out, out=h_out)
+    h_out *= sig[:, 3 * H:]
 
 
 # ---------------------------------------------------------------------------------------------

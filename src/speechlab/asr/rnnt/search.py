@@ -26,9 +26,7 @@ Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -41,7 +39,7 @@ from speechlab.asr.rnnt.model import RNNT, Language
 from speechlab.asr.rnnt.networks import (PredictionJoint, RnntNetworks, TorchPredictionJoint,
                                          networks_of, rows_of)
 from speechlab.errors import ConfigError, DataError
-from speechlab.search import log_add, select
+from speechlab.search import log_add
 
 #: search method -> the beam width it searches with (greedy is beam search of width 1).
 SEARCHES: dict[str, Callable[[SearchConfig], int]] = {
@@ -97,27 +95,11 @@ class Scorer(Protocol):
         ...
 
 
-_rank_key = itemgetter(0, 1, 2)  # score (best first), finished before labels, position
-
-
-def _add(beam: Beam, hyp: Hyp) -> None:
-    """Add ``hyp``; a label sequence already there is merged by log-add, keeping the state and
-    alignment of the more probable of the two."""
-    old = beam.get(hyp.tokens)
-    if old is None:
-        beam[hyp.tokens] = hyp
-    else:
-        best = hyp if hyp.score > old.score else old
-        beam[hyp.tokens] = Hyp(best.tokens, log_add(old.score, hyp.score), best.times, best.row)
-
-
-def _topk(beam: Beam, k: int) -> Beam:
-    """The ``k`` best of a beam: all, in order, if there are at most ``k``; else best first,
-    ties by position (:func:`speechlab.search.select`)."""
-    if len(beam) <= k:
-        return beam
-    hyps = list(beam.values())
-    return {hyps[i].tokens: hyps[i] for i in select([h.score for h in hyps], k).tolist()}
+def _better(scores: list[float], k: int) -> list[int]:
+    """Indices of the ``k`` best ``scores``, best first, ties by position (the rule of
+    :func:`speechlab.search.select`, a stable sort, here on a few Python floats)."""
+    neg = [-x for x in scores]
+    return sorted(range(len(neg)), key=neg.__getitem__)[:k]
 
 
 class TransducerSearch:
@@ -139,56 +121,94 @@ class TransducerSearch:
              running: Sequence[bool] | None = None) -> list[Beam]:
         """Consume encoder frame ``t`` (frames (D, J): each decoder's projection of it) in
         the decoders that are ``running`` (all if None); the others keep their beams."""
-        D = len(beams)
-        on = [True] * D if running is None else [bool(r) for r in running]
-        blank = self.scorer.blank
-        sizes = self.scorer.vocab_sizes
-        finished: list[Beam] = [{} for _ in range(D)]  # have consumed this frame (took blank)
-        active: list[list[Hyp]] = [list(beams[d].values()) if on[d] else [] for d in range(D)]
+        live = range(len(beams)) if running is None else [d for d, r in enumerate(running) if r]
+        if not live:
+            return list(beams)
+        blank, beam, sizes = self.scorer.blank, self.beam, self.scorer.vocab_sizes
+        # Within the frame a hypothesis is a list [score, times, row, tokens, kept] (a Hyp
+        # only once it lands in a beam): the work per hypothesis is what a search step costs
+        # in Python. Per decoder, ``finished`` holds those that have consumed the frame (took
+        # blank), in rank order, and ``merge`` finds them by label sequence; one pruned from
+        # ``finished`` stays in ``merge`` with kept=False (rebuilding the dict would hash
+        # every label sequence again).
+        finished: dict[int, list[list]] = {d: [] for d in live}
+        merge: dict[int, dict[tuple[int, ...], list]] = {d: {} for d in live}
+        # The active hypotheses of every decoder, grouped by decoder: (decoder, hypothesis).
+        active = [(d, [h.score, h.times, h.row, h.tokens, True])
+                  for d in live for h in beams[d].values()]
         for s in range(self.max_symbols + 1):
-            flat = [(d, h) for d in range(D) for h in active[d]]
-            if not flat:
+            if not active:
                 break
-            lp = self.scorer.log_probs(frames, [h.row for _, h in flat], [d for d, _ in flat])
-            for (d, h), b in zip(flat, lp[:, blank].tolist()):
-                _add(finished[d], Hyp(h.tokens, h.score + b, h.times, h.row))
+            lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
+            lp_np = lp.detach().numpy()  # the same memory; small reads and writes cost less here
+            for (d, h), b in zip(active, lp_np[:, blank].tolist()):
+                score, times, row, tokens, _ = h
+                new = [score + b, times, row, tokens, True]
+                old = merge[d].setdefault(tokens, new)
+                if old is new:
+                    finished[d].append(new)
+                elif not old[4]:  # pruned earlier in this frame: no longer there to merge with
+                    merge[d][tokens] = new
+                    finished[d].append(new)
+                else:  # log-add into it, keeping the alignment and row of the more probable
+                    if new[0] > old[0]:
+                        old[1], old[2] = times, row
+                    old[0] = log_add(old[0], new[0])
             if s == self.max_symbols:
                 break
             # Each hypothesis's best labels; a label sequence arises once per step (active
             # hypotheses differ), so the candidates need no merging: they are ranked with the
-            # finished hypotheses as numbers, and only the kept ones become hypotheses.
-            lp[:, blank] = float("-inf")
-            vals, cols = lp.topk(min(self.beam, max(sizes) - 1), dim=1)
-            ranked: list[list[tuple]] = [
-                [(-h.score, 0, j, h) for j, h in enumerate(finished[d].values())]
-                for d in range(D)]
-            position = [0] * D
-            for (d, h), v, c in zip(flat, vals.tolist(), cols.tolist()):
-                rank, score = ranked[d], h.score  # a float64 sum, as the scores are
-                for m in range(min(self.beam, sizes[d] - 1)):
-                    total = score + v[m]
-                    rank.append((-total, 1, position[d], (h, c[m], total)))
-                    position[d] += 1
-            survivors: list[tuple[int, Hyp]] = []
-            for d in range(D):
-                if not on[d]:
+            # finished hypotheses by score (ties: finished first, then by position), and only
+            # the kept ones become hypotheses.
+            lp_np[:, blank] = -np.inf
+            vals, cols = lp.topk(min(beam, max(sizes) - 1), dim=1)
+            vals, cols = vals.tolist(), cols.tolist()
+            survivors: list[tuple[int, list]] = []
+            first = 0  # the active hypotheses of decoder d are active[first:last]
+            for d in live:
+                last = first
+                while last < len(active) and active[last][0] == d:
+                    last += 1
+                done = finished[d]
+                if not done and first == last:
                     continue
-                kept = heapq.nsmallest(self.beam, ranked[d], key=_rank_key)
-                finished[d] = {h.tokens: h for _, group, _, h in kept if group == 0}
-                for _, group, _, item in kept:
-                    if group == 1:
-                        h, tok, score = item
-                        survivors.append((d, Hyp(h.tokens + (tok,), score, h.times + (t,), h.row)))
+                k = min(beam, sizes[d] - 1)
+                scores = [h[0] for h in done]
+                for i in range(first, last):
+                    score = active[i][1][0]  # a float64 sum, as the scores are
+                    scores += [score + v for v in vals[i][:k]]
+                kept = []
+                for j in _better(scores, beam):
+                    if j < len(done):
+                        kept.append(done[j])
+                    else:
+                        i, m = divmod(j - len(done), k)
+                        score, times, row, tokens, _ = active[first + i][1]
+                        survivors.append((d, [scores[j], times + (t,), row,
+                                              tokens + (cols[first + i][m],), True]))
+                for h in done:
+                    h[4] = False
+                for h in kept:
+                    h[4] = True
+                finished[d] = kept
+                first = last
             # Only the survivors pay for a prediction-network step; until then a label
             # hypothesis points at its parent's row.
-            rows = self.scorer.extend([h.row for _, h in survivors],
-                                      [h.tokens[-1] for _, h in survivors],
-                                      [d for d, _ in survivors],
-                                      [h.tokens for _, h in survivors]) if survivors else []
-            active = [[] for _ in range(D)]
-            for (d, h), row in zip(survivors, rows):
-                active[d].append(Hyp(h.tokens, h.score, h.times, row))
-        return [_topk(finished[d], self.beam) if on[d] else beams[d] for d in range(D)]
+            if survivors:
+                rows = self.scorer.extend([h[2] for _, h in survivors],
+                                          [h[3][-1] for _, h in survivors],
+                                          [d for d, _ in survivors],
+                                          [h[3] for _, h in survivors])
+                for (_, h), row in zip(survivors, rows):
+                    h[2] = row
+            active = survivors
+        out = list(beams)
+        for d in live:
+            done = finished[d]
+            if len(done) > beam:
+                done = [done[j] for j in _better([h[0] for h in done], beam)]
+            out[d] = {h[3]: Hyp(h[3], h[0], h[1], h[2]) for h in done}
+        return out
 
 
 def best(beam: Beam) -> Hyp:
@@ -210,8 +230,8 @@ class TransducerScorer:
     The networks (a :class:`~speechlab.asr.rnnt.networks.PredictionJoint`: PyTorch's, or
     ONNX graphs) compute; this class keeps the rows: the prediction network's projected output
     and LSTM state after each label prefix a hypothesis reached, kept by (decoder, label
-    prefix) so that a prefix reached again (another alignment of the same labels) costs
-    nothing. A joint step for all hypotheses of all decoders is one call of the networks, and
+    prefix), looked up as (the parent prefix's row, the label), so that a prefix reached again
+    (another alignment of the same labels) costs nothing. A joint step for all hypotheses of all decoders is one call of the networks, and
     so is a prediction step for all hypotheses that emitted a label.
     """
 
@@ -226,7 +246,7 @@ class TransducerScorer:
         self._h = np.empty((layers, 0, H), dtype=np.float32)
         self._c = np.empty((layers, 0, H), dtype=np.float32)
         self._size = 0
-        self._cache: dict[tuple[int, tuple[int, ...]], int] = {}
+        self._cache: dict[tuple[int, int], int] = {}  # (parent row, label) -> row
 
     def _append(self, proj: np.ndarray, h: np.ndarray, c: np.ndarray) -> list[int]:
         n = proj.shape[0]
@@ -252,10 +272,7 @@ class TransducerScorer:
         zero = np.zeros((self._h.shape[0], D, self._h.shape[2]), dtype=np.float32)
         proj, h, c = self.networks.step(np.full(D, self.blank, dtype=np.int64), self._slots,
                                         zero, zero.copy())
-        rows = self._append(proj, h, c)
-        for d, row in enumerate(rows):
-            self._cache[(d, ())] = row
-        return rows
+        return self._append(proj, h, c)
 
     def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
         dec = rows_of(decoders)
@@ -263,16 +280,23 @@ class TransducerScorer:
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
                prefixes: Sequence[tuple[int, ...]]) -> list[int]:
-        out = [self._cache.get((d, p), -1) for d, p in zip(decoders, prefixes)]
+        # A row is one (decoder, label prefix), so (parent row, label) names the prefix
+        # reached, without hashing the labels.
+        keys = list(zip(rows, tokens))
+        out = [self._cache.get(key, -1) for key in keys]
         todo = [i for i, r in enumerate(out) if r < 0]
         if todo:
-            parent = rows_of([rows[i] for i in todo])
-            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]),
-                                            self._slots[rows_of([decoders[i] for i in todo])],
-                                            self._h[:, parent], self._c[:, parent])
+            if len(todo) == len(out):
+                parent, fed, decs = rows_of(rows), rows_of(tokens), rows_of(decoders)
+            else:
+                parent = rows_of([rows[i] for i in todo])
+                fed = rows_of([tokens[i] for i in todo])
+                decs = rows_of([decoders[i] for i in todo])
+            proj, h, c = self.networks.step(fed, self._slots[decs], self._h[:, parent],
+                                            self._c[:, parent])
             for i, row in zip(todo, self._append(proj, h, c)):
                 out[i] = row
-                self._cache[(decoders[i], prefixes[i])] = row
+                self._cache[keys[i]] = row
         return out
 
     def compact(self, beams: list[Beam]) -> list[Beam]:
@@ -284,7 +308,9 @@ class TransducerScorer:
         self._proj = self._proj[idx]
         self._h, self._c = self._h[:, idx], self._c[:, idx]
         self._size = len(live)
-        self._cache = {k: new_of[r] for k, r in self._cache.items() if r in new_of}
+        # A prefix whose parent's row is gone cannot be reached again: no beam holds the parent.
+        self._cache = {(new_of[p], tok): new_of[r] for (p, tok), r in self._cache.items()
+                       if p in new_of and r in new_of}
         return [{t: replace(h, row=new_of[h.row]) for t, h in b.items()} for b in beams]
 
     @property
