@@ -9,7 +9,13 @@ over any chunking of the input gives the frames ``forward`` gives on the whole i
 carries the stacker's state (last ``stack - 1`` frames, frames seen) and the LSTM state; nothing
 is hidden in buffers.
 
-Shapes: B batch, T frames, D dims, F feature dim, C conditioning dim.
+:class:`ConvTransformerEncoder` (not the paper's; the ``fast`` preset) streams as exactly, with
+a key/value cache (:class:`TransformerState`): its state grows by 2 N D numbers per encoder
+frame, and a chunk's attention with it, so long streams are cut into segments by the caller
+(:class:`~.recognizer.RnntStream`).
+
+Shapes: B batch, T frames, D dims, F feature dim, C conditioning dim (convolution channels in
+the subsampling), N layers, H heads, S cache slots.
 """
 
 from __future__ import annotations
