@@ -14,7 +14,7 @@ Needs a trained run (``speechlab reproduce multisoftmax``: ``RUN/corpus``, ``RUN
 time, one thread.
 
     OMP_NUM_THREADS=1 python benchmarks/rnnt_segments.py exp/ms-converged multisoftmax \\
-        --language en --minutes 10 --bounds 20,60,120,300,0 --per-utterance
+        --language en --minutes 10 --bounds 20,60,120,300,0 --per-utterance --wav ten.wav
 """
 
 from __future__ import annotations
@@ -55,13 +55,15 @@ def joined_test_set(corpus: Path, language: str, minutes: float
 
 
 def run(run_dir: Path, model: str, language: str, minutes: float, bounds: list[float],
-        per_utterance: bool) -> dict[str, object]:
+        per_utterance: bool, wav: Path | None = None) -> dict[str, object]:
     torch.set_num_threads(1)
     audio, refs = joined_test_set(run_dir / "corpus", language, minutes)
     rng = np.random.default_rng(0)
     gaps = [(1e-3 * rng.standard_normal(6400)).astype(np.float32) for _ in audio]
     joined = np.concatenate([x for pair in zip(audio, gaps) for x in pair])
     seconds = len(joined) / 16000
+    if wav is not None:  # the recording, for the decoding commands
+        sf.write(wav, joined, 16000)
     rec = RnntRecognizer.from_run(run_dir / "models" / model)
     out: dict[str, object] = {"settings": {"run": str(run_dir), "model": model,
                                            "language": language, "seconds": seconds,
@@ -94,10 +96,11 @@ def main() -> None:
     p.add_argument("--bounds", default="20,60,120",
                    help="segment lengths in seconds, comma-separated; 0: one segment")
     p.add_argument("--per-utterance", action="store_true")
+    p.add_argument("--wav", type=Path, default=None, help="also write the recording here")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
     a = p.parse_args()
     out = run(a.run_dir, a.model, a.language, a.minutes,
-              [float(b) for b in a.bounds.split(",")], a.per_utterance)
+              [float(b) for b in a.bounds.split(",")], a.per_utterance, a.wav)
     print(json.dumps(out, indent=2))
     if a.json:
         atomic_write_json(a.json, out)

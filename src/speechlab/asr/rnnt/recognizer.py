@@ -52,8 +52,9 @@ from speechlab.train.card import ModelCard, read_decoding
 #: key/value cache: 9 KB per 40 ms frame for the ``fast`` preset, 14 MB at 60 s). On 10 minutes
 #: of joined test utterances (benchmarks/rnnt_segments.py, README "Long inputs") the WER of
 #: segments of 20, 60 and 120 s is the same within a point and worse at 10 s (more words cut
-#: apart), while a chunk's cost grows with its segment's cached frames: RTF 0.020, 0.024 and
-#: 0.030, and 0.15 for one 10-minute segment. 60 s cuts a third as often as 20 s for little.
+#: apart), while a chunk's cost grows with its segment's cached frames: RTF 0.021, 0.025 and
+#: 0.031 (English, language given), 0.15 for one 10-minute segment. 60 s cuts a third as often
+#: as 20 s, for little.
 SEGMENT_SECONDS = 60.0
 
 
