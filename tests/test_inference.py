@@ -177,14 +177,12 @@ def test_fairseq_checkpoints_load_as_an_encoder_or_with_their_letters_as_a_recog
 # speechlab's own streaming RNN-T
 
 
-@pytest.fixture(scope="module")
-def rnnt_run(tmp_path_factory):
+def _sharp_run(directory, preset: str = "ci"):
+    """An untrained multisoftmax_lid run whose random joint is sharpened to emit labels."""
     from speechlab.testing.rnnt import untrained_run
-
-    run = untrained_run(tmp_path_factory.mktemp("rnnt") / "run", "multisoftmax_lid")
-    # sharpen the random joint so that labels get emitted at all
     from speechlab.train.checkpoint import load_checkpoint, save_checkpoint
 
+    run = untrained_run(directory, "multisoftmax_lid", preset=preset)
     path = next((run / "models" / "multisoftmax_lid").glob("ckpt-*.pt"))
     ckpt = load_checkpoint(path)
     ckpt.pop("format_version")
@@ -193,6 +191,11 @@ def rnnt_run(tmp_path_factory):
             ckpt["model"][k] = ckpt["model"][k] * 8.0
     save_checkpoint(path, **ckpt)
     return run
+
+
+@pytest.fixture(scope="module")
+def rnnt_run(tmp_path_factory):
+    return _sharp_run(tmp_path_factory.mktemp("rnnt") / "run")
 
 
 def test_streaming_equals_whole_recordings_for_any_chunks(rnnt_run):
@@ -273,6 +276,29 @@ def test_an_onnx_package_transcribes_as_its_run_model(rnnt_run, tmp_path, capsys
     with pytest.raises(DataError, match="already exists; pass --overwrite"):
         speechlab.export(model_dir, pkg, format="onnx")
     assert speechlab.export(model_dir, pkg, format="onnx", overwrite=True) == pkg
+
+
+def test_an_onnx_package_of_the_fast_preset_streams_as_its_run_model(tmp_path, capsys):
+    """The causal Transformer encoder's graph carries its key/value cache from chunk to chunk:
+    exported by the command line, loaded, it transcribes as the run's PyTorch model, across
+    segment boundaries too."""
+    model_dir = _sharp_run(tmp_path / "run", "fast") / "models" / "multisoftmax_lid"
+    assert main(["export", str(model_dir), "--out", str(tmp_path / "pkg"), "--format",
+                 "onnx"]) == 0
+    capsys.readouterr()
+    asr, ref = speechlab.load(tmp_path / "pkg"), speechlab.load(model_dir)
+    assert (asr.backend, ref.backend) == ("onnx", "torch")
+    audio = np.concatenate([_audio(1.5, 1), np.zeros(3000, np.float32), _audio(1.5, 2)])
+    for segment in (None, 1.0):
+        if segment is not None:
+            asr.segment_seconds = ref.segment_seconds = segment
+        for language in (None, "hi"):
+            got = asr.transcribe(audio, language=language)
+            want = ref.transcribe(audio, language=language)
+            assert (got.text, got.language, got.words, got.extra) == \
+                (want.text, want.language, want.words, want.extra)
+            assert got.lid == pytest.approx(want.lid, abs=1e-6) if want.lid else got.lid is None
+    assert want.text and len(want.extra["segment_starts"]) >= 2
 
 
 def test_families_without_graphs_refuse_onnx(tmp_path):

@@ -75,6 +75,98 @@ def test_streaming_equals_whole_input_for_any_chunking():
             assert torch.allclose(torch.cat(got[b]), full[b, : full_lens[b]], atol=1e-5)
 
 
+def _stream(enc, x, lens, chunks, rng, cond=None):
+    """Feed rows x (B,T,F) of lengths lens in pieces: ``chunks`` gives each step's (B,) frame
+    counts (0 allowed); each piece has 0..2 frames of garbage padding, which must not matter
+    (a piece of no frames at all for every row is (B,0,F)). Returns each row's frames and the
+    last state."""
+    B = x.shape[0]
+    state = enc.init_state(B)
+    pos = torch.zeros(B, dtype=torch.long)
+    got = [[] for _ in range(B)]
+    for n in chunks(pos):
+        n = torch.minimum(n, lens - pos)
+        width = int(n.max()) + rng.randint(0, 2)
+        chunk = torch.randn(B, width, x.shape[2], dtype=x.dtype) * 100
+        for b in range(B):
+            chunk[b, : n[b]] = x[b, pos[b] : pos[b] + n[b]]
+        before = state
+        y, y_lens, state = enc.streaming_forward(chunk, n, state, cond)
+        assert bool((y[torch.arange(y.shape[1])[None] >= y_lens[:, None]] == 0).all())
+        for b in range(B):
+            got[b].append(y[b, : y_lens[b]])
+            if n[b] == 0:  # a row that brings nothing keeps its state
+                assert torch.equal(state.feats[b], before.feats[b])
+                assert torch.equal(state.conv[b], before.conv[b])
+                f = int(before.frames[b])
+                assert torch.equal(state.keys[:, b, :, :f], before.keys[:, b, :, :f])
+                assert torch.equal(state.values[:, b, :, :f], before.values[:, b, :, :f])
+        pos += n
+        if bool((pos == lens).all()):
+            break
+    return [torch.cat(g) for g in got], state
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 5e-6), (torch.float64, 1e-12)])
+@torch.no_grad()
+def test_long_streams_in_random_uneven_pieces_equal_the_whole_input(dtype, tol):
+    """Three rows of different lengths, each step giving each row its own piece: mostly 0..3
+    frames (pieces that complete no encoder frame, at every stride phase), sometimes a long
+    one; rows at different positions share one batch."""
+    enc = encoder(cond_dim=3).to(dtype)
+    rng = random.Random(7)
+    x = torch.randn(3, 403, 8, dtype=dtype)
+    lens = torch.tensor([403, 250, 97])
+    cond = torch.eye(3, dtype=dtype)[[1, 0, 2]]
+    full, full_lens = enc(x, lens, cond)
+
+    def chunks(pos):
+        while True:
+            if rng.random() < 0.3:  # the whole batch at one pace
+                yield torch.full((3,), rng.randint(0, 3))
+            else:
+                yield torch.tensor([rng.choice([0, 1, 2, 3, 3, rng.randint(4, 40)])
+                                    for _ in range(3)])
+
+    got, state = _stream(enc, x, lens, chunks, rng, cond)
+    for b in range(3):
+        assert got[b].shape[0] == full_lens[b]
+        assert float((got[b] - full[b, : full_lens[b]]).abs().max()) <= tol
+    assert state.frames.tolist() == full_lens.tolist() == [101, 63, 25]
+    assert state.seen.tolist() == lens.tolist()
+    assert state.keys.shape == state.values.shape == (2, 3, 2, 101, 6)
+    # a piece of no frames for any row: nothing out, the state as it was
+    y, y_lens, after = enc.streaming_forward(x[:, :0], torch.zeros(3, dtype=torch.long), state,
+                                             cond)
+    assert y.shape == (3, 0, 12) and y_lens.tolist() == [0, 0, 0]
+    for a, b in ((after.feats, state.feats), (after.conv, state.conv), (after.seen, state.seen)):
+        assert torch.equal(a, b)
+    for b, f in enumerate(state.frames.tolist()):  # the slots past a row's frames are unused
+        assert torch.equal(after.keys[:, b, :, :f], state.keys[:, b, :, :f])
+        assert torch.equal(after.values[:, b, :, :f], state.values[:, b, :, :f])
+
+
+def test_a_chunks_work_does_not_grow_with_the_stream():
+    """Counted, not timed: the rows each chunk feeds the convolutions and each layer are the
+    same at the start of a stream and 600 chunks in."""
+    enc = encoder()
+    fed = []
+    for module in (enc.subsampling.conv1, enc.subsampling.conv2, enc.layers[0].qkv,
+                   enc.layers[1].qkv):
+        # time is the second last axis of both (B,C,T,F) and (B,T,D)
+        module.register_forward_hook(lambda m, args, out: fed.append(args[0].shape[-2]))
+    state = enc.init_state(1)
+    per_chunk = []
+    for _ in range(600):
+        fed.clear()
+        _, y_lens, state = enc.streaming_forward(torch.randn(1, 8, 8), torch.tensor([8]), state)
+        assert y_lens.tolist() == [2]
+        per_chunk.append(tuple(fed))
+    assert per_chunk[0] == per_chunk[-1] == (2 * 4 + 3, 2 * 2 + 3, 2, 2)
+    assert set(per_chunk) == {per_chunk[0]}
+    assert state.frames.tolist() == [1200]  # what the caller bounds (segments of its own)
+
+
 def test_bad_inputs_are_named():
     enc = encoder(cond_dim=3)
     with pytest.raises(DataError, match=r"\(B, T, 8\)"):

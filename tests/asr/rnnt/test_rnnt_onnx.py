@@ -107,6 +107,69 @@ def test_the_lstm_encoder_graph_takes_a_batch_of_streams(graphs, variant, batch)
         assert (out["seen_out"] == state.stacker.seen.numpy()).all()
 
 
+@pytest.mark.parametrize("variant", ["multisoftmax_lid", "onehot"])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_the_transformer_encoder_graph_carries_the_torch_cache(graphs, variant, batch):
+    """The graph's batch: streams at the same position, each with its own cache; what comes
+    out is the PyTorch state (last frames, convolution rows, frames seen, keys and values), the
+    cache growing by each chunk's frames, from empty."""
+    model, onnx = graphs(variant, "transformer")
+    graph = onnx.encoder.graph
+    g = torch.Generator().manual_seed(batch)
+    state = model.init_state(batch)
+    feed = {"history": state.feats.numpy(), "conv": state.conv.numpy(),
+            "seen": state.seen.numpy(), "keys": state.keys.numpy(),
+            "values": state.values.numpy()}
+    assert state.keys.shape[3] == 0
+    language = ["hi", "en", "hi"][:batch] if model.spec.lang_onehot else None
+    if language is not None:
+        feed["cond"] = model.language_onehot(model.language_ids(language, batch), "cpu").numpy()
+    for T in (5, 1, 2, 9, 4, 3):  # every stride phase; chunks that complete no frame
+        x = torch.randn(batch, T, 8, generator=g)
+        with torch.inference_mode():
+            enc, lens, state = model.streaming_encode(x, torch.full((batch,), T), state, language)
+            proj = model.joiner.project_encoder(enc)
+            lid = model.lid_head(enc) if model.lid_head is not None else None
+        out = dict(zip([o.name for o in graph.get_outputs()],
+                       graph.run(None, {"feats": x.numpy(), **feed})))
+        assert _close(torch.from_numpy(out["proj"]), proj) <= TOL
+        if lid is not None:
+            assert _close(torch.from_numpy(out["lid"]), lid) <= TOL
+        assert (out["seen_out"] == state.seen.numpy()).all()
+        for name, want in (("history_out", state.feats), ("conv_out", state.conv),
+                           ("keys_out", state.keys), ("values_out", state.values)):
+            assert _close(torch.from_numpy(out[name]), want) <= TOL, name
+        feed.update(history=out["history_out"], conv=out["conv_out"], seen=out["seen_out"],
+                    keys=out["keys_out"], values=out["values_out"])
+    assert feed["keys"].shape[3] == (24 + 3) // 4
+
+
+def test_the_transformer_encoder_graph_streams_long_inputs_as_the_torch_encoder(graphs):
+    """Hundreds of cached frames: the attention over a long past agrees too."""
+    model, onnx = graphs("multisoftmax_lid", "transformer")
+    ref = RnntNetworks.torch(model)
+    a, b = onnx.encoder.init_state(None), ref.encoder.init_state(None)
+    g = torch.Generator().manual_seed(5)
+    for T in [32] * 60 + [7, 30]:
+        x = torch.randn(T, 8, generator=g)
+        pa, la, a = onnx.encoder(x, a)
+        pb, lb, b = ref.encoder(x, b)
+        assert _close(pa, pb) <= TOL and _close(la, lb) <= TOL
+    assert a.keys.shape[3] == b[0].frames.item() == (60 * 32 + 37 + 3) // 4
+
+
+def test_an_encoder_graph_of_another_state_layout_is_refused(graphs):
+    """A graph exported by a version whose encoder state differs (e.g. the Transformer graph
+    over the whole prefix, before the key/value cache) is named, with what to do."""
+    from speechlab.errors import DataError
+
+    model, _ = graphs("multisoftmax_lid", "transformer")
+    other, _ = graphs("multisoftmax_lid", "lstm")
+    stale = export_networks(other)
+    with pytest.raises(DataError, match="encoder graph takes .*export the model again"):
+        onnx_networks(model, {**export_networks(model), "encoder": stale["encoder"]})
+
+
 @pytest.mark.parametrize("encoder", ["lstm", "transformer"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_predictor_and_joiner_graphs_give_the_torch_numbers(graphs, variant, encoder):
@@ -156,6 +219,7 @@ CASES = {
     "one-language": ("mono", ("en",), LSTM, None, None),
     "vanilla": ("vanilla", ("en", "hi"), "ci", None, None),
     "transformer-lid-free": ("multisoftmax_lid", ("en", "hi"), TRANSFORMER, None, (3, 0.5)),
+    "transformer-onehot": ("onehot", ("en", "hi"), TRANSFORMER, "hi", None),
 }
 
 
@@ -200,8 +264,11 @@ def test_the_onnx_backend_recognizes_as_the_torch_backend(case):
         assert len(want.extra["active_frames"]) == len(languages)
 
 
-def test_an_onnx_stream_in_any_chunks_gives_what_it_transcribes():
-    onnx = untrained_recognizer("multisoftmax_lid", ("en", "hi"), LSTM, sharpen=4.0).onnx()
+@pytest.mark.parametrize("sizes", [LSTM, TRANSFORMER], ids=["lstm", "transformer"])
+def test_an_onnx_stream_in_any_chunks_gives_what_it_transcribes(sizes):
+    onnx = untrained_recognizer("multisoftmax_lid", ("en", "hi"), sizes, sharpen=4.0).onnx()
+    if onnx.segment_seconds is not None:  # segments end where they would, whatever the chunks
+        onnx.segment_seconds = 1.2
     audio = _audio(3.0, 2)
     rng = np.random.default_rng(0)
     for options in ({}, {"tau": 3, "s_th": 0.5}):

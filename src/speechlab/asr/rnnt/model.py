@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.asr.rnnt.config import VARIANTS, ModelDims, RNNTConfig, VariantSpec
-from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, EncoderState, LSTMEncoder, PrefixState
+from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, EncoderState, LSTMEncoder, TransformerState
 from speechlab.asr.rnnt.joiner import Joiner
 from speechlab.asr.rnnt.predictor import Predictor
 from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_preset
@@ -143,7 +143,7 @@ class RNNT(nn.Module):
         return F.one_hot(ids, len(self.languages)).to(device=device, dtype=dtype)
 
     # ---- encoder ---------------------------------------------------------------------------
-    def init_state(self, batch: int) -> EncoderState | PrefixState:
+    def init_state(self, batch: int) -> EncoderState | TransformerState:
         return self.encoder.init_state(batch)
 
     def encode(self, x: Tensor, x_lens: Tensor, language: Language = None) -> tuple[Tensor, Tensor]:
@@ -151,8 +151,8 @@ class RNNT(nn.Module):
         cond = self.language_onehot(self.language_ids(language, x.shape[0]), x.device)
         return self.encoder(x, x_lens, cond)
 
-    def streaming_encode(self, x: Tensor, x_lens: Tensor, state: EncoderState | PrefixState,
-                         language: Language = None) -> tuple[Tensor, Tensor, EncoderState | PrefixState]:
+    def streaming_encode(self, x: Tensor, x_lens: Tensor, state: EncoderState | TransformerState,
+                         language: Language = None) -> tuple[Tensor, Tensor, EncoderState | TransformerState]:
         """Next chunk: x (B,T,F), x_lens (B,) -> enc (B,T',D), enc_lens (B,), new state."""
         cond = self.language_onehot(self.language_ids(language, x.shape[0]), x.device)
         return self.encoder.streaming_forward(x, x_lens, state, cond)

@@ -5,8 +5,10 @@ PyTorch model uses.
 - ``encoder``: one chunk of one stream's features in, the joint network's projection of each
   encoder frame it completes (and the LID head's logits, for a model with one) out. For the
   paper's LSTM encoder the stacker's carried frames and phase (frames seen) and the LSTM's
-  h, c go in and out; the causal Transformer encoder (``fast`` preset) is a graph over the
-  whole prefix so far (as its PyTorch streaming does: the state is the prefix).
+  h, c go in and out; for the causal Transformer encoder (``fast`` preset) the last two
+  feature frames, the first convolution's last two rows, frames seen and every layer's keys and
+  values of the frames so far (:class:`~.encoder.TransformerState`; the cache's length is a
+  free axis, it grows by each chunk's frames).
 - ``predictor``: the prediction network's step for a batch of rows, each with its label and
   slot (:mod:`.networks`), LSTM states in and out, the projected output ``W_p pred`` out.
 - ``joiner``: projected encoder frames, prediction rows, which frame and slot each row takes
@@ -19,7 +21,8 @@ variant) are stepped through every stack and each keeps its own: one graph call,
 of stepping each row through every language's stack.
 
 Shapes: B streams, T frames, F feature dim, K stack - 1, N rows, J joint dim, H prediction
-dim, D encoder dim, L languages, S slots, V vocabulary.
+dim, D encoder dim, L languages, S slots, V vocabulary; P encoder frames cached, C and F1 the
+first convolution's channels and frequency bins.
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, LSTMEncoder
+from speechlab.asr.rnnt.encoder import ConvTransformerEncoder, LSTMEncoder, TransformerState
 from speechlab.asr.rnnt.model import RNNT
 from speechlab.asr.rnnt.networks import (RnntNetworks, TorchPredictionJoint, slot_languages,
                                          slot_of)
-from speechlab.errors import ConfigError
+from speechlab.errors import ConfigError, DataError
 from speechlab.nn.onnx_graph import export_graph, session
 
 #: graph role -> file name inside an ONNX package
@@ -94,10 +97,16 @@ class LstmEncoderGraph(nn.Module):
         return (*out, buf[:, T:], seen + T, h, c)
 
 
-class PrefixEncoderGraph(nn.Module):
-    """The causal Transformer encoder over a whole prefix, with the joint's encoder projection
-    and the LID head: ``feats (B,T,F)[, cond (B,L)] -> proj (B,T',J)[, lid (B,T',L)]``,
-    ``T' = ceil(T / 4)``; rows are prefixes of the same length."""
+class TransformerEncoderGraph(nn.Module):
+    """The causal Transformer encoder's streaming step (its ``streaming_forward``, key/value
+    cache in and out) with the joint's encoder projection and the LID head.
+
+    ``forward(feats (B,T,F), history (B,2,F), conv (B,C,2,F1), seen (B,), keys, values
+    (layers,B,heads,P,D/heads)[, cond (B,L)]) -> (proj (B,T',J)[, lid (B,T',L)], history,
+    conv, seen, keys, values)``, the cache growing to P + T' frames: the fields of
+    :class:`~.encoder.TransformerState`. The rows are streams at the same position (the
+    recognizer runs one stream per call), so every row's frames fill the same cache slots.
+    """
 
     def __init__(self, model: RNNT) -> None:
         super().__init__()
@@ -106,12 +115,15 @@ class PrefixEncoderGraph(nn.Module):
         self.enc_proj = model.joiner.enc_proj
         self.lid_head = model.lid_head
 
-    def forward(self, feats: Tensor, cond: Tensor | None = None) -> tuple[Tensor, ...]:
-        lens = torch.full((feats.shape[0],), feats.shape[1], dtype=torch.long)
-        y, _ = self.encoder(feats, lens, cond)
-        if self.lid_head is None:
-            return (self.enc_proj(y),)
-        return self.enc_proj(y), self.lid_head(y)
+    def forward(self, feats: Tensor, history: Tensor, conv: Tensor, seen: Tensor, keys: Tensor,
+                values: Tensor, cond: Tensor | None = None) -> tuple[Tensor, ...]:
+        lens = torch.ones_like(seen) * feats.shape[1]
+        y, _, state = self.encoder.streaming_forward(
+            feats, lens, TransformerState(history, conv, seen, keys, values), cond)
+        out = [self.enc_proj(y)]
+        if self.lid_head is not None:
+            out.append(self.lid_head(y))
+        return (*out, state.feats, state.conv, state.seen, state.keys, state.values)
 
 
 class PredictorGraph(nn.Module):
@@ -193,7 +205,8 @@ def encoder_names(model: RNNT) -> tuple[list[str], list[str]]:
     if isinstance(model.encoder, LSTMEncoder):
         return (["feats", "history", "seen", "h", "c", *cond],
                 ["proj", *lid, "history_out", "seen_out", "h_out", "c_out"])
-    return ["feats", *cond], ["proj", *lid]
+    return (["feats", "history", "conv", "seen", "keys", "values", *cond],
+            ["proj", *lid, "history_out", "conv_out", "seen_out", "keys_out", "values_out"])
 
 
 def export_networks(model: RNNT) -> dict[str, bytes]:
@@ -221,10 +234,19 @@ def export_networks(model: RNNT) -> dict[str, bytes]:
         encoder = export_graph(LstmEncoderGraph(model), example, inputs, outputs,
                                {k: v for k, v in axes.items() if k in inputs + outputs})
     else:
-        axes = {"feats": {0: "B", 1: "T"}, "cond": {0: "B"}, "proj": {0: "B", 1: "T_out"},
-                "lid": {0: "B", 1: "T_out"}}
-        encoder = export_graph(PrefixEncoderGraph(model), [torch.randn(2, 13, F_), *cond],
-                               inputs, outputs,
+        # Traced on two streams 5 feature frames in (2 encoder frames cached, an odd stride
+        # phase), rows at one position: the graph has no path for rows at different ones.
+        state = model.encoder.init_state(2, p.device)
+        cache = state.keys.new_zeros(*state.keys.shape[:3], 2, state.keys.shape[4])
+        example = [torch.randn(2, 13, F_), torch.randn(state.feats.shape),
+                   torch.randn(state.conv.shape), torch.full((2,), 5, dtype=torch.long),
+                   torch.randn(cache.shape), torch.randn(cache.shape), *cond]
+        axes = {"feats": {0: "B", 1: "T"}, "history": {0: "B"}, "conv": {0: "B"},
+                "seen": {0: "B"}, "keys": {1: "B", 3: "S"}, "values": {1: "B", 3: "S"},
+                "cond": {0: "B"}, "proj": {0: "B", 1: "T_out"}, "lid": {0: "B", 1: "T_out"},
+                "history_out": {0: "B"}, "conv_out": {0: "B"}, "seen_out": {0: "B"},
+                "keys_out": {1: "B", 3: "S_out"}, "values_out": {1: "B", 3: "S_out"}}
+        encoder = export_graph(TransformerEncoderGraph(model), example, inputs, outputs,
                                {k: v for k, v in axes.items() if k in inputs + outputs})
     layers, H = tables.state_shape
     S, J = len(tables.vocab_sizes), tables.joint_dim
@@ -294,43 +316,55 @@ class OnnxLstmEncoder:
 
 
 @dataclass(frozen=True)
-class PrefixStreamState:
-    """An :class:`OnnxPrefixEncoder` stream's state: every feature frame so far (T, F), the
-    encoder frames already returned, the language one-hot (1, L) or None."""
+class TransformerStreamState:
+    """An :class:`OnnxTransformerEncoder` stream's state: the fields of
+    :class:`~.encoder.TransformerState` for one stream (history (1,2,F), conv (1,C,2,F1), seen
+    (1,), keys and values (layers,1,heads,P,D/heads)), the language one-hot (1, L) or None."""
 
-    feats: np.ndarray
-    emitted: int
+    history: np.ndarray
+    conv: np.ndarray
+    seen: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
     cond: np.ndarray | None
 
 
-class OnnxPrefixEncoder:
-    """:class:`~.networks.StreamingEncoder` running the Transformer encoder's graph over the
-    whole prefix at each chunk, returning the frames not returned yet (exact: the encoder is
-    causal; the cost of a chunk grows with the prefix, as in PyTorch)."""
+class OnnxTransformerEncoder:
+    """:class:`~.networks.StreamingEncoder` running the Transformer encoder's graph: one chunk
+    in, its frames out, the key/value cache carried from call to call (a chunk costs its own
+    frames plus their attention to the past ones, as in PyTorch)."""
 
     def __init__(self, graph: Any, model: RNNT) -> None:
         self.graph = graph
         self.model = model
         self.lid = model.lid_head is not None
+        # the zero state's shapes, from the encoder's own (built on CPU: the model may be on
+        # the meta device)
+        encoder = model.encoder
+        self.shapes = (
+            (1, 2, encoder.feature_dim),
+            (1, encoder.subsampling.conv1.out_channels, 2, encoder.subsampling.conv1_width),
+            (len(encoder.layers), 1, encoder.heads, 0, encoder.output_dim // encoder.heads))
 
-    def init_state(self, language: str | None) -> PrefixStreamState:
-        return PrefixStreamState(np.zeros((0, self.model.encoder.feature_dim), np.float32), 0,
-                                 _onehot(self.model, language))
+    def init_state(self, language: str | None) -> TransformerStreamState:
+        history, conv, cache = (np.zeros(s, np.float32) for s in self.shapes)
+        return TransformerStreamState(history, conv, np.zeros(1, np.int64), cache, cache.copy(),
+                                      _onehot(self.model, language))
 
-    def __call__(self, feats: Tensor, state: PrefixStreamState
-                 ) -> tuple[Tensor, Tensor | None, PrefixStreamState]:
+    def __call__(self, feats: Tensor, state: TransformerStreamState
+                 ) -> tuple[Tensor, Tensor | None, TransformerStreamState]:
         if feats.shape[0] == 0:
             return _no_frames(self.model, self.lid, state)
-        prefix = np.concatenate([state.feats, feats.numpy().astype(np.float32)])
-        feed = {"feats": prefix[None]}
+        feed = {"feats": np.ascontiguousarray(feats.numpy(), dtype=np.float32)[None],
+                "history": state.history, "conv": state.conv, "seen": state.seen,
+                "keys": state.keys, "values": state.values}
         if state.cond is not None:
             feed["cond"] = state.cond
         out = self.graph.run(None, feed)
-        total = (len(prefix) + 3) // 4
-        new = slice(state.emitted, total)
-        lid = torch.from_numpy(out[1][0, new]) if self.lid else None
-        return (torch.from_numpy(out[0][0, new]), lid,
-                PrefixStreamState(prefix, total, state.cond))
+        lid = torch.from_numpy(out[1][0]) if self.lid else None
+        history, conv, seen, keys, values = out[-5:]
+        return (torch.from_numpy(out[0][0]), lid,
+                TransformerStreamState(history, conv, seen, keys, values, state.cond))
 
 
 def _onehot(model: RNNT, language: str | None) -> np.ndarray | None:
@@ -384,7 +418,15 @@ def onnx_networks(model: RNNT, graphs: dict[str, bytes | Path], threads: int = 1
     """:class:`~.networks.RnntNetworks` running ``graphs`` (role -> bytes or file, as
     :func:`export_networks` gives) with onnxruntime; ``model`` describes them (its weights
     may be on the meta device)."""
-    encoder_cls = OnnxLstmEncoder if isinstance(model.encoder, LSTMEncoder) else OnnxPrefixEncoder
-    return RnntNetworks(model, encoder_cls(session(graphs["encoder"], threads), model),
+    encoder_cls = (OnnxLstmEncoder if isinstance(model.encoder, LSTMEncoder)
+                   else OnnxTransformerEncoder)
+    encoder = session(graphs["encoder"], threads)
+    got, (want, _) = [i.name for i in encoder.get_inputs()], encoder_names(model)
+    if got != want:
+        where = "" if isinstance(graphs["encoder"], bytes) else f"{graphs['encoder']}: "
+        raise DataError(f"{where}the encoder graph takes {got}, this speechlab runs one "
+                        f"taking {want} (the encoder's streaming state changed); export the "
+                        "model again")
+    return RnntNetworks(model, encoder_cls(encoder, model),
                         OnnxPredictionJoint(session(graphs["predictor"], threads),
                                             session(graphs["joiner"], threads), model), "onnx")

@@ -48,9 +48,14 @@ from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import ModelCard, read_decoding
 
 
-#: Segment length of streams whose encoder state grows with the audio: longer than the
-#: utterances such models are trained on, short enough to keep a chunk's cost small.
-SEGMENT_SECONDS = 20.0
+#: Segment length of streams whose encoder state grows with the audio (the causal Transformer's
+#: key/value cache: 9 KB per 40 ms frame for the ``fast`` preset, 14 MB at 60 s). On 10 minutes
+#: of joined test utterances (benchmarks/rnnt_segments.py, README "Long inputs") the WER of
+#: segments of 20, 60 and 120 s is the same within a point and worse at 10 s (more words cut
+#: apart), while a chunk's cost grows with its segment's cached frames: RTF 0.021, 0.025 and
+#: 0.031 (English, language given), 0.15 for one 10-minute segment. 60 s cuts a third as often
+#: as 20 s, for little.
+SEGMENT_SECONDS = 60.0
 
 
 class RnntRecognizer:
@@ -207,8 +212,10 @@ class RnntRecognizer:
         if self.backend == "onnx":
             return self
         networks = onnx_networks(self.model, export_networks(self.model), threads)
-        return RnntRecognizer(self.model, self.tokenizers, self.cmvn, self.fbank, self.search,
-                              self.chunk_frames, networks=networks)
+        rec = RnntRecognizer(self.model, self.tokenizers, self.cmvn, self.fbank, self.search,
+                             self.chunk_frames, networks=networks)
+        rec.segment_seconds = self.segment_seconds
+        return rec
 
     def _needs_torch(self, what: str) -> None:
         if self.backend != "torch":
@@ -254,8 +261,9 @@ class RnntStream:
     :meth:`RnntRecognizer.stream`).
 
     An encoder whose streaming state grows with the audio (the causal Transformer keeps every
-    past frame's keys and values) would make a long stream ever slower and larger, and would
-    reach positions no training utterance had. Such a stream is decoded in *segments* of about
+    past frame's keys and values, and each chunk attends to all of them) would make a long
+    stream ever slower and larger, and would reach positions no training utterance had. Such a
+    stream is decoded in *segments* of about
     ``rec.segment_seconds``: once a segment has three quarters of that, it ends at the first
     chunk boundary after a quiet chunk (mean log-mel energy in the segment's lowest fifth), at
     the latest at the full length; encoder and searches then start afresh. Texts and words are
