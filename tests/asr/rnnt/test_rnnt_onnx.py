@@ -58,6 +58,23 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a[finite] - b[finite]).abs().max()) if finite.any() else 0.0
 
 
+def _chunk_matches_torch(model, graph, x, state, feed, language):
+    """One chunk x (B,T,F) through the encoder graph (with the state arrays ``feed``) and
+    through PyTorch from ``state``: frames and LID logits agree; returns the graph's outputs by
+    name and the new PyTorch state."""
+    with torch.inference_mode():
+        enc, _, state = model.streaming_encode(x, torch.full((x.shape[0],), x.shape[1]), state,
+                                               language)
+        proj = model.joiner.project_encoder(enc)
+        lid = model.lid_head(enc) if model.lid_head is not None else None
+    out = dict(zip([o.name for o in graph.get_outputs()],
+                   graph.run(None, {"feats": x.numpy(), **feed})))
+    assert _close(torch.from_numpy(out["proj"]), proj) <= TOL
+    if lid is not None:
+        assert _close(torch.from_numpy(out["lid"]), lid) <= TOL
+    return out, state
+
+
 @pytest.mark.parametrize("encoder", ["lstm", "transformer"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_encoder_graph_streams_as_the_torch_encoder(graphs, variant, encoder):
@@ -92,15 +109,7 @@ def test_the_lstm_encoder_graph_takes_a_batch_of_streams(graphs, variant, batch)
         feed["cond"] = model.language_onehot(model.language_ids(language, batch), "cpu").numpy()
     for T in (5, 1, 9, 4):
         x = torch.randn(batch, T, 8, generator=g)
-        with torch.inference_mode():
-            enc, lens, state = model.streaming_encode(x, torch.full((batch,), T), state, language)
-            proj = model.joiner.project_encoder(enc)
-            lid = model.lid_head(enc) if model.lid_head is not None else None
-        out = dict(zip([o.name for o in graph.get_outputs()],
-                       graph.run(None, {"feats": x.numpy(), **feed})))
-        assert _close(torch.from_numpy(out["proj"]), proj) <= TOL
-        if lid is not None:
-            assert _close(torch.from_numpy(out["lid"]), lid) <= TOL
+        out, state = _chunk_matches_torch(model, graph, x, state, feed, language)
         assert _close(torch.from_numpy(out["h_out"]), state.h) <= TOL
         feed.update(history=out["history_out"], seen=out["seen_out"], h=out["h_out"],
                     c=out["c_out"])
@@ -126,15 +135,7 @@ def test_the_transformer_encoder_graph_carries_the_torch_cache(graphs, variant, 
         feed["cond"] = model.language_onehot(model.language_ids(language, batch), "cpu").numpy()
     for T in (5, 1, 2, 9, 4, 3):  # every stride phase; chunks that complete no frame
         x = torch.randn(batch, T, 8, generator=g)
-        with torch.inference_mode():
-            enc, lens, state = model.streaming_encode(x, torch.full((batch,), T), state, language)
-            proj = model.joiner.project_encoder(enc)
-            lid = model.lid_head(enc) if model.lid_head is not None else None
-        out = dict(zip([o.name for o in graph.get_outputs()],
-                       graph.run(None, {"feats": x.numpy(), **feed})))
-        assert _close(torch.from_numpy(out["proj"]), proj) <= TOL
-        if lid is not None:
-            assert _close(torch.from_numpy(out["lid"]), lid) <= TOL
+        out, state = _chunk_matches_torch(model, graph, x, state, feed, language)
         assert (out["seen_out"] == state.seen.numpy()).all()
         for name, want in (("history_out", state.feats), ("conv_out", state.conv),
                            ("keys_out", state.keys), ("values_out", state.values)):

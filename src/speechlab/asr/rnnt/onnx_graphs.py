@@ -27,7 +27,7 @@ first convolution's channels and frequency bins.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -270,6 +270,29 @@ def export_networks(model: RNNT) -> dict[str, bytes]:
 # The graphs run by onnxruntime
 
 
+class _OnnxEncoder:
+    """What the ONNX encoders share: one chunk of a stream through the graph, whose state
+    inputs are the fields of the stream's state dataclass in their order (``cond``, the
+    language one-hot, last and only when given), and whose last outputs are the new state."""
+
+    graph: Any
+    model: RNNT
+    lid: bool
+
+    def __call__(self, feats: Tensor, state: Any) -> tuple[Tensor, Tensor | None, Any]:
+        """feats (T, F) -> the chunk's frames (T', J), LID logits or None, the new state."""
+        if feats.shape[0] == 0:
+            return _no_frames(self.model, self.lid, state)
+        names = [f.name for f in fields(state) if f.name != "cond"]
+        feed = {"feats": np.ascontiguousarray(feats.numpy(), dtype=np.float32)[None],
+                **{name: getattr(state, name) for name in names}}
+        if state.cond is not None:
+            feed["cond"] = state.cond
+        out = self.graph.run(None, feed)
+        lid = torch.from_numpy(out[1][0]) if self.lid else None
+        return torch.from_numpy(out[0][0]), lid, type(state)(*out[-len(names):], state.cond)
+
+
 @dataclass(frozen=True)
 class LstmStreamState:
     """An :class:`OnnxLstmEncoder` stream's state: the stacker's last ``stack - 1`` frames
@@ -283,7 +306,7 @@ class LstmStreamState:
     cond: np.ndarray | None
 
 
-class OnnxLstmEncoder:
+class OnnxLstmEncoder(_OnnxEncoder):
     """:class:`~.networks.StreamingEncoder` running the LSTM encoder graph."""
 
     def __init__(self, graph: Any, model: RNNT) -> None:
@@ -300,20 +323,6 @@ class OnnxLstmEncoder:
                                np.zeros(1, dtype=np.int64), zeros, zeros.copy(),
                                _onehot(self.model, language))
 
-    def __call__(self, feats: Tensor, state: LstmStreamState
-                 ) -> tuple[Tensor, Tensor | None, LstmStreamState]:
-        if feats.shape[0] == 0:
-            return _no_frames(self.model, self.lid, state)
-        feed = {"feats": np.ascontiguousarray(feats.numpy(), dtype=np.float32)[None],
-                "history": state.history, "seen": state.seen, "h": state.h, "c": state.c}
-        if state.cond is not None:
-            feed["cond"] = state.cond
-        out = self.graph.run(None, feed)
-        lid = torch.from_numpy(out[1][0]) if self.lid else None
-        history, seen, h, c = out[-4:]
-        return (torch.from_numpy(out[0][0]), lid,
-                LstmStreamState(history, seen, h, c, state.cond))
-
 
 @dataclass(frozen=True)
 class TransformerStreamState:
@@ -329,7 +338,7 @@ class TransformerStreamState:
     cond: np.ndarray | None
 
 
-class OnnxTransformerEncoder:
+class OnnxTransformerEncoder(_OnnxEncoder):
     """:class:`~.networks.StreamingEncoder` running the Transformer encoder's graph: one chunk
     in, its frames out, the key/value cache carried from call to call (a chunk costs its own
     frames plus their attention to the past ones, as in PyTorch)."""
@@ -350,21 +359,6 @@ class OnnxTransformerEncoder:
         history, conv, cache = (np.zeros(s, np.float32) for s in self.shapes)
         return TransformerStreamState(history, conv, np.zeros(1, np.int64), cache, cache.copy(),
                                       _onehot(self.model, language))
-
-    def __call__(self, feats: Tensor, state: TransformerStreamState
-                 ) -> tuple[Tensor, Tensor | None, TransformerStreamState]:
-        if feats.shape[0] == 0:
-            return _no_frames(self.model, self.lid, state)
-        feed = {"feats": np.ascontiguousarray(feats.numpy(), dtype=np.float32)[None],
-                "history": state.history, "conv": state.conv, "seen": state.seen,
-                "keys": state.keys, "values": state.values}
-        if state.cond is not None:
-            feed["cond"] = state.cond
-        out = self.graph.run(None, feed)
-        lid = torch.from_numpy(out[1][0]) if self.lid else None
-        history, conv, seen, keys, values = out[-5:]
-        return (torch.from_numpy(out[0][0]), lid,
-                TransformerStreamState(history, conv, seen, keys, values, state.cond))
 
 
 def _onehot(model: RNNT, language: str | None) -> np.ndarray | None:

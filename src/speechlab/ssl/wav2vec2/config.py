@@ -186,18 +186,17 @@ PRESETS: dict[str, Wav2Vec2Config] = {
                            pos_conv_kernel=16, pos_conv_groups=4, codebook_groups=2,
                            codebook_entries=32, codevector_dim=32, final_dim=32,
                            radius=4, local_chunk=16),
-    # wide: tiny twice as wide and a third deeper (about 8x its Transformer parameters), the
-    # larger model of the pre-training scan (recipes/local-attention/scan.yaml).
-    "wide": Wav2Vec2Config(conv_channels=(64,) * 7, dim=128, layers=8, heads=4, ffn_dim=512,
-                           layer_norm_first=True, feature_dropout=0.0, quantizer_dropout=0.0,
-                           dropout=0.0, attention_dropout=0.0,
-                           pos_conv_kernel=16, pos_conv_groups=4, codebook_groups=2,
-                           codebook_entries=64, codevector_dim=64, final_dim=64,
-                           radius=4, local_chunk=16),
     "ci": Wav2Vec2Config(conv_channels=(8,) * 7, dim=16, layers=2, heads=2, ffn_dim=32, pos_conv_kernel=4,
                          pos_conv_groups=2, codebook_groups=2, codebook_entries=4,
                          codevector_dim=8, final_dim=8, radius=2, local_chunk=4),
 }
+
+
+# wide: tiny twice as wide and a third deeper (about 8x its Transformer parameters), the
+# larger model of the pre-training scan (recipes/local-attention/scan.yaml).
+PRESETS["wide"] = dataclasses.replace(PRESETS["tiny"], conv_channels=(64,) * 7, dim=128, layers=8,
+                                      ffn_dim=512, codebook_entries=64, codevector_dim=64,
+                                      final_dim=64)
 
 
 def preset(name: str, **changes) -> Wav2Vec2Config:
