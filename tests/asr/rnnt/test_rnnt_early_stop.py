@@ -99,6 +99,13 @@ def test_random_quarter_grid_matches_loop_and_streaming(rows, tau, s_th, chunks)
         running = stopper.step(lp[t])
         assert running.tolist() == [expected[l] > t for l in range(lp.shape[1])]
     assert stopper.frames.tolist() == expected
+    # streamed in chunks of the drawn sizes
+    stopper, t = EarlyStopper(lp.shape[1], tau, s_th), 0
+    for n in chunks + [lp.shape[0]]:
+        for k, row in enumerate(stopper.steps(lp[t: t + n]).tolist()):
+            assert row == [expected[l] > t + k for l in range(lp.shape[1])]
+        t = min(t + n, lp.shape[0])
+    assert stopper.frames.tolist() == expected
 
 
 def test_random_float_posteriors_match_loop():
