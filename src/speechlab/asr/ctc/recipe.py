@@ -18,7 +18,7 @@ from pathlib import Path
 from speechlab.asr.ctc.model import PRESETS, CtcModelConfig
 from speechlab.asr.ctc.phones import PhoneTokenizer, lexicon_for
 from speechlab.asr.ctc.task import CtcTaskConfig
-from speechlab.asr.ctc.transcribe import GraphDecodingConfig
+from speechlab.asr.ctc.transcribe import GraphDecodingConfig, TopologyDecoding
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.config import ranged
 from speechlab.data.corpus import CorpusConfig
@@ -147,6 +147,24 @@ def decoding_graph(out: Path, data: LanguageData, topology: str):
 
     return cached_decoding_graph(out / "graphs", topology, data.tokenizer.lexicon,
                                  arpa_path(out, data.language), phones=data.tokenizer.phones)
+
+
+def decode_model(job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
+                 out: Path) -> TopologyDecoding:
+    """A decode job of the run ``out``: its model's test set over its T∘L∘G (the acoustic
+    weight tuned on dev), plain CTC's also by prefix search with the run's G; the tuned
+    settings are written beside the model."""
+    from speechlab.asr.ctc.model import load
+    from speechlab.asr.ctc.transcribe import decode_topology
+
+    spec, model_dir = job.model.spec, out / "models" / job.model.name
+    lang = data[spec.language]
+    prefix = job.options.prefix_search
+    return decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
+                           lang.test, lang.dev[: cfg.dev_utterances], cfg,
+                           prefix_lexicon=lang.tokenizer if prefix else None,
+                           arpa=arpa_path(out, spec.language) if prefix else None,
+                           model_dir=model_dir)
 
 
 def _words(cuts, language: str) -> set[str]:

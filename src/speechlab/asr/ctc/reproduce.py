@@ -23,8 +23,7 @@ from speechlab.asr.ctc.recipe import (
     ModelSpec,
     TopologiesConfig,
     Train,
-    arpa_path,
-    decoding_graph,
+    decode_model,
     model_config,
     model_name,
     prepare_data,
@@ -71,17 +70,7 @@ class TopologiesPaper:
 
     def decode(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
                out: Path) -> TopologyDecoding:
-        from speechlab.asr.ctc.model import load
-        from speechlab.asr.ctc.transcribe import decode_topology
-
-        spec, model_dir = job.model.spec, out / "models" / job.model.name
-        lang = data[spec.language]
-        prefix = job.options.prefix_search  # plain CTC: the prefix searches too
-        return decode_topology(load(model_dir), decoding_graph(out, lang, spec.topology),
-                               lang.test, lang.dev[: cfg.dev_utterances], cfg,
-                               prefix_lexicon=lang.tokenizer if prefix else None,
-                               arpa=arpa_path(out, spec.language) if prefix else None,
-                               model_dir=model_dir)
+        return decode_model(job, cfg, data, out)
 
     def report(self, cfg: TopologiesConfig, data: dict[str, LanguageData],
                decoded: Mapping[Decode, TopologyDecoding], out: Path, scale: str) -> Results:
