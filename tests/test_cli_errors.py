@@ -199,6 +199,15 @@ def CutSetFile(env: Env, seconds: float = 0.5) -> None:
 def _diagnose(env: Env, ckpt: str = "w2v.pt", *extra: str) -> list[str]:
     return ["diagnose", "attention", str(env / ckpt), "--cuts", str(env / "cuts.jsonl.gz"),
             "--out", str(env / "diag"), *extra]
+def _over_training(env: Env, *extra: str) -> list[str]:
+    argv = ["diagnose", "attention-over-training", str(env / "run"), "--cuts",
+            str(env / "cuts.jsonl.gz"), "--out", str(env / "over")]
+    if "--cuts" in extra:  # another manifest
+        i = extra.index("--cuts")
+        argv[4], extra = extra[i + 1], extra[:i] + extra[i + 2:]
+    return argv + list(extra)
+
+
 # --- TTS (SALAD paper): wav + HTS label corpora, synthesis
 _LAB = "{s} {e} x^x-pau+ow=p@x_x/A:0_0_0/B:x-x-x@x-x&x-x#x-x$x-x!x-x;x-x|x/C:1+1+1"
 
@@ -798,6 +807,20 @@ CASES += [
     Case("diagnose-out-exists", lambda e: _diagnose(e),
          "--out {d}/diag already exists (directory, not empty)",
          setup=lambda e: (_w2v_checkpoint()(e), e.text("diag/results.json", "{}"))),
+    Case("over-training-out-exists", lambda e: _over_training(e),
+         "--out {d}/over already exists (directory, not empty)",
+         setup=lambda e: (CutSetFile(e), (e / "run").mkdir(),
+                          e.text("over/attention_over_training.json", "{}"))),
+    Case("over-training-no-checkpoint", lambda e: _over_training(e),
+         "{d}/run holds no checkpoint", setup=lambda e: (CutSetFile(e), (e / "run").mkdir())),
+    Case("over-training-no-cuts", lambda e: _over_training(e, "--cuts", str(e / "none.jsonl.gz")),
+         "{d}/none.jsonl.gz: no such cuts manifest",
+         setup=lambda e: ((e / "run").mkdir(), _w2v_checkpoint("run/ckpt-00000010.pt")(e))),
+    Case("over-training-bad-checkpoint", lambda e: _over_training(e),
+         "{d}/run/ckpt-00000010.pt is not a wav2vec 2.0 checkpoint",
+         setup=lambda e: (CutSetFile(e), e.text("run/ckpt-00000010.pt", "not a checkpoint"))),
+    Case("over-training-utterances-zero", lambda e: _over_training(e, "--utterances", "0"),
+         "--utterances: must be >= 1", setup=lambda e: (CutSetFile(e), (e / "run").mkdir())),
     Case("score-json-exists", lambda e: _score(e, "--json", str(e / "s.json")),
          "--json {d}/s.json already exists", setup=lambda e: e.text("s.json", "{}")),
     Case("cmvn-out-exists", lambda e: ["features", "cmvn", "--cuts", str(e / "c.jsonl.gz"),
