@@ -231,8 +231,9 @@ class TransducerScorer:
     ONNX graphs) compute; this class keeps the rows: the prediction network's projected output
     and LSTM state after each label prefix a hypothesis reached, kept by (decoder, label
     prefix), looked up as (the parent prefix's row, the label), so that a prefix reached again
-    (another alignment of the same labels) costs nothing. A joint step for all hypotheses of all decoders is one call of the networks, and
-    so is a prediction step for all hypotheses that emitted a label.
+    (another alignment of the same labels) costs nothing. A joint step for all hypotheses of
+    all decoders is one call of the networks, and so is a prediction step for all hypotheses
+    that emitted a label.
     """
 
     def __init__(self, networks: PredictionJoint | RNNT, languages: Sequence[str | None]) -> None:
