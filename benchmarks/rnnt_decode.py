@@ -15,6 +15,11 @@ the PyTorch backend's (as before); ``onnx`` holds the same for the ONNX backend,
 ``onnx_speedup`` the PyTorch / ONNX RTF ratios, ``same_hypotheses`` whether every decoder's
 best hypothesis agreed.
 
+``decoder_scaling`` says why early stopping saves less CPU than T_avg: the encoder's CPU and
+the search's with the first 1, 2, 3, 4 languages' decoders on every frame (PyTorch, same
+frames). The decoders share each network call, so a call's cost grows slowly with its rows, and
+the decoders early stopping switches off were the cheap ones.
+
 A random model's LID posteriors are nearly flat, so which decoders stop is arbitrary;
 ``--lid-bias`` adds a constant to one language's LID logit to mimic a confident trained LID.
 
@@ -41,6 +46,7 @@ from speechlab.asr.rnnt import (
 )
 from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.onnx_graphs import export_networks, onnx_networks
+from speechlab.asr.rnnt.search import search_for
 from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.utils import atomic_write_json, seed_everything
 
@@ -78,6 +84,36 @@ def measure(backends: dict[str, RnntNetworks], feats: torch.Tensor, cfg: DecodeC
     } for name, r in results.items()}
 
 
+def decoder_scaling(networks: RnntNetworks, feats: torch.Tensor, cfg: DecodeConfig,
+                    repeats: int) -> dict[str, object]:
+    """CPU ms of the streaming encoder over ``feats`` and of the search with the first k
+    languages' decoders running every frame, k = 1..L (medians over ``repeats``)."""
+    languages = list(networks.model.languages)
+    step = cfg.chunk_frames or feats.shape[0]
+    encoder_ms, chunks = [], []
+    for _ in range(repeats):
+        start, state, chunks = time.process_time(), networks.encoder.init_state(None), []
+        for i in range(0, feats.shape[0], step):
+            proj, _, state = networks.encoder(feats[i:i + step], state)
+            chunks.append(proj)
+        encoder_ms.append((time.process_time() - start) * 1000)
+    frames = torch.cat(chunks)
+    search_ms = {}
+    for k in range(1, len(languages) + 1):
+        times = []
+        for r in range(repeats + (k == 1)):  # the first search of all warms up, untimed
+            search = search_for(networks.prediction_joint, languages[:k], cfg.search)
+            beams, shared = search.start(), frames[:, None].expand(-1, k, -1)
+            start = time.process_time()
+            for t in range(frames.shape[0]):
+                beams = search.step(beams, shared[t], t)
+            if not (k == 1 and r == 0):
+                times.append((time.process_time() - start) * 1000)
+        search_ms[k] = statistics.median(times)
+    return {"encoder_ms": statistics.median(encoder_ms), "search_ms": search_ms,
+            "frames": frames.shape[0]}
+
+
 def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: int = 3,
         chunk_frames: int = 32, tau: float = 10, s_th: float = 0.5, lid_bias: float = 0.0,
         repeats: int = 3, seed: int = 0, preset: str = "demo") -> dict[str, object]:
@@ -100,6 +136,8 @@ def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: 
     stop = measure(backends, feats, DecodeConfig(search=search, chunk_frames=chunk_frames,
                                                  early_stop=EarlyStopConfig(tau, s_th)), repeats)
     same = all(r["torch"]["hypotheses"] == r["onnx"]["hypotheses"] for r in (base, stop))
+    scaling = decoder_scaling(backends["torch"], feats, DecodeConfig(search=search,
+                              chunk_frames=chunk_frames), repeats)
     for r in (base, stop):
         for b in r.values():
             b.pop("hypotheses")
@@ -118,6 +156,7 @@ def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: 
         "onnx_speedup": {"no_early_stop": base["torch"]["rtf_cpu"] / base["onnx"]["rtf_cpu"],
                          "early_stop": stop["torch"]["rtf_cpu"] / stop["onnx"]["rtf_cpu"]},
         "same_hypotheses": same,
+        "decoder_scaling": scaling,
     }
 
 
@@ -154,6 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"with/without early stop: RTF x{res['rtf_ratio']:.2f} (onnx x"
           f"{res['onnx']['rtf_ratio']:.2f}), T_avg x{res['t_avg_ratio']:.2f}; same hypotheses "
           f"on both backends: {'yes' if res['same_hypotheses'] else 'NO'}")
+    sc = res["decoder_scaling"]
+    ms = sc["search_ms"]
+    print(f"PyTorch CPU per {a.seconds:g} s: encoder {sc['encoder_ms']:.0f} ms; search with "
+          + ", ".join(f"{k} decoder{'s' if k > 1 else ''} {v:.0f} ms" for k, v in ms.items())
+          + f" (each after the first: {(ms[len(ms)] - ms[1]) / max(len(ms) - 1, 1):.0f} ms)")
     if a.json:
         atomic_write_json(a.json, res)
     else:

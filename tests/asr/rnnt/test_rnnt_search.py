@@ -40,9 +40,10 @@ class PlantedScorer:
         self.prefixes += [(d, ()) for d in range(len(self.vocab_sizes))]
         return list(range(len(self.prefixes) - len(self.vocab_sizes), len(self.prefixes)))
 
-    def extend(self, rows, tokens, decoders, prefixes):
+    def extend(self, rows, tokens, decoders, prefixes, frames):
         self.prefixes += [(d, p) for d, p in zip(decoders, prefixes)]
-        return list(range(len(self.prefixes) - len(rows), len(self.prefixes)))
+        new = list(range(len(self.prefixes) - len(rows), len(self.prefixes)))
+        return new, self.log_probs(frames, new, decoders)
 
     def log_probs(self, frames, rows, decoders):
         out = torch.full((len(rows), max(self.vocab_sizes)), -math.inf, dtype=torch.float64)

@@ -4,10 +4,11 @@ decoder, whole-utterance and streaming.
 One :class:`TransducerSearch` advances several *decoders* at once, frame by frame: the
 decoders of every language of a LID-free multi-softmax model (Sec. 4.2 of the paper, on one
 encoder pass), or one decoder per utterance of a batch. On each emission step of a frame it
-makes one joint-network call for every live hypothesis of every decoder
-(:meth:`TransducerScorer.log_probs`) and one prediction-network call for every hypothesis that
-emitted a label (:meth:`TransducerScorer.extend`), whose outputs are cached by label prefix: a
-prefix reached again (two alignments of the same labels) costs nothing. Python only keeps the
+makes one prediction-network call for every hypothesis that emitted a label, followed by the
+joint network on their rows (:meth:`TransducerScorer.extend`; the hypotheses a frame starts
+with are scored by :meth:`TransducerScorer.log_probs`); the prediction network's outputs are
+cached by label prefix: a prefix reached again (two alignments of the same labels) costs
+nothing. Python only keeps the
 bookkeeping: which label sequences are alive and their scores.
 
 Beam search is time-synchronous with label-prefix merging (in the spirit of Saon et al. 2020,
@@ -27,8 +28,7 @@ Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -56,12 +56,12 @@ def beam_width(cfg: SearchConfig) -> int:
                           f"{list(SEARCHES)}") from None
 
 
-@dataclass(frozen=True)
-class Hyp:
+class Hyp(NamedTuple):
     """One label sequence alive in a decoder: ``score`` its log probability (summed over the
     alignments merged into it), ``times`` the encoder frame each label was emitted on (of the
     most probable alignment), ``row`` where the scorer keeps the prediction network's output
-    after its labels."""
+    after its labels. (A named tuple: a search makes one per kept hypothesis per frame, and a
+    tuple is made in a third of a frozen dataclass's time.)"""
 
     tokens: tuple[int, ...]
     score: float
@@ -89,17 +89,18 @@ class Scorer(Protocol):
         ...
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
-               prefixes: Sequence[tuple[int, ...]]) -> list[int]:
+               prefixes: Sequence[tuple[int, ...]], frames: Tensor) -> tuple[list[int], Tensor]:
         """Rows after feeding ``tokens[i]`` to hypothesis i (whose labels, ``tokens[i]``
-        included, are ``prefixes[i]``)."""
+        included, are ``prefixes[i]``), and their :meth:`log_probs` on ``frames``: a label
+        hypothesis stays on its frame, so its next joint step is always on the same frame
+        (one call of the networks' work where they can fuse it)."""
         ...
 
 
 def _better(scores: list[float], k: int) -> list[int]:
     """Indices of the ``k`` best ``scores``, best first, ties by position (the rule of
     :func:`speechlab.search.select`, a stable sort, here on a few Python floats)."""
-    neg = [-x for x in scores]
-    return sorted(range(len(neg)), key=neg.__getitem__)[:k]
+    return sorted(range(len(scores)), key=scores.__getitem__, reverse=True)[:k]
 
 
 class TransducerSearch:
@@ -136,10 +137,9 @@ class TransducerSearch:
         # The active hypotheses of every decoder, grouped by decoder: (decoder, hypothesis).
         active = [(d, [h.score, h.times, h.row, h.tokens, True])
                   for d in live for h in beams[d].values()]
+        # (N, V_max) log P(label) of each active hypothesis on this frame
+        lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
         for s in range(self.max_symbols + 1):
-            if not active:
-                break
-            lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
             lp_np = lp.detach().numpy()  # the same memory; small reads and writes cost less here
             for (d, h), b in zip(active, lp_np[:, blank].tolist()):
                 score, times, row, tokens, _ = h
@@ -194,13 +194,14 @@ class TransducerSearch:
                 first = last
             # Only the survivors pay for a prediction-network step; until then a label
             # hypothesis points at its parent's row.
-            if survivors:
-                rows = self.scorer.extend([h[2] for _, h in survivors],
+            if not survivors:
+                break
+            rows, lp = self.scorer.extend([h[2] for _, h in survivors],
                                           [h[3][-1] for _, h in survivors],
                                           [d for d, _ in survivors],
-                                          [h[3] for _, h in survivors])
-                for (_, h), row in zip(survivors, rows):
-                    h[2] = row
+                                          [h[3] for _, h in survivors], frames)
+            for (_, h), row in zip(survivors, rows):
+                h[2] = row
             active = survivors
         out = list(beams)
         for d in live:
@@ -280,25 +281,29 @@ class TransducerScorer:
         return self.networks.log_probs(frames, dec, self._proj[rows_of(rows)], self._slots[dec])
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
-               prefixes: Sequence[tuple[int, ...]]) -> list[int]:
+               prefixes: Sequence[tuple[int, ...]], frames: Tensor) -> tuple[list[int], Tensor]:
         # A row is one (decoder, label prefix), so (parent row, label) names the prefix
         # reached, without hashing the labels.
         keys = list(zip(rows, tokens))
         out = [self._cache.get(key, -1) for key in keys]
         todo = [i for i, r in enumerate(out) if r < 0]
-        if todo:
-            if len(todo) == len(out):
-                parent, fed, decs = rows_of(rows), rows_of(tokens), rows_of(decoders)
-            else:
-                parent = rows_of([rows[i] for i in todo])
-                fed = rows_of([tokens[i] for i in todo])
-                decs = rows_of([decoders[i] for i in todo])
-            proj, h, c = self.networks.step(fed, self._slots[decs], self._h[:, parent],
+        decs = rows_of(decoders)
+        slots = self._slots[decs]
+        if len(todo) == len(out):  # every prefix is new (the usual case): no gathers
+            parent = rows_of(rows)
+            proj, h, c = self.networks.step(rows_of(tokens), slots, self._h[:, parent],
                                             self._c[:, parent])
+            out = self._append(proj, h, c)
+            self._cache.update(zip(keys, out))
+            return out, self.networks.log_probs(frames, decs, proj, slots)
+        if todo:
+            parent = rows_of([rows[i] for i in todo])
+            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]), slots[todo],
+                                            self._h[:, parent], self._c[:, parent])
             for i, row in zip(todo, self._append(proj, h, c)):
                 out[i] = row
                 self._cache[keys[i]] = row
-        return out
+        return out, self.networks.log_probs(frames, decs, self._proj[rows_of(out)], slots)
 
     def compact(self, beams: list[Beam]) -> list[Beam]:
         """Keep only the rows the beams use (a long stream would otherwise keep every prefix
@@ -306,13 +311,16 @@ class TransducerScorer:
         live = sorted({h.row for b in beams for h in b.values()})
         new_of = {old: new for new, old in enumerate(live)}
         idx = rows_of(live)
-        self._proj = self._proj[idx]
-        self._h, self._c = self._h[:, idx], self._c[:, idx]
-        self._size = len(live)
+        # In place: the buffers keep their size, so the rows of the next chunks go to memory
+        # already in use (fresh memory costs a page fault per few rows).
+        n = len(live)
+        self._proj[:n] = self._proj[idx]
+        self._h[:, :n], self._c[:, :n] = self._h[:, idx], self._c[:, idx]
+        self._size = n
         # A prefix whose parent's row is gone cannot be reached again: no beam holds the parent.
         self._cache = {(new_of[p], tok): new_of[r] for (p, tok), r in self._cache.items()
                        if p in new_of and r in new_of}
-        return [{t: replace(h, row=new_of[h.row]) for t, h in b.items()} for b in beams]
+        return [{t: h._replace(row=new_of[h.row]) for t, h in b.items()} for b in beams]
 
     @property
     def rows(self) -> int:
