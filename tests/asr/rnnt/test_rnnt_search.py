@@ -40,8 +40,11 @@ class PlantedScorer:
         self.prefixes += [(d, ()) for d in range(len(self.vocab_sizes))]
         return list(range(len(self.prefixes) - len(self.vocab_sizes), len(self.prefixes)))
 
-    def extend(self, rows, tokens, decoders, prefixes, frames):
-        self.prefixes += [(d, p) for d, p in zip(decoders, prefixes)]
+    def extend(self, rows, tokens, decoders, frames):
+        for row, token, d in zip(rows, tokens, decoders):
+            dec, prefix = self.prefixes[row]
+            assert dec == d
+            self.prefixes.append((d, prefix + (token,)))
         new = list(range(len(self.prefixes) - len(rows), len(self.prefixes)))
         return new, self.log_probs(frames, new, decoders)
 

@@ -89,9 +89,9 @@ class Scorer(Protocol):
         ...
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
-               prefixes: Sequence[tuple[int, ...]], frames: Tensor) -> tuple[list[int], Tensor]:
-        """Rows after feeding ``tokens[i]`` to hypothesis i (whose labels, ``tokens[i]``
-        included, are ``prefixes[i]``), and their :meth:`log_probs` on ``frames``: a label
+               frames: Tensor) -> tuple[list[int], Tensor]:
+        """Rows after feeding ``tokens[i]`` to the hypothesis at ``rows[i]`` (of decoder
+        ``decoders[i]``), and their :meth:`log_probs` on ``frames``: a label
         hypothesis stays on its frame, so its next joint step is always on the same frame
         (one call of the networks' work where they can fuse it)."""
         ...
@@ -198,8 +198,7 @@ class TransducerSearch:
                 break
             rows, lp = self.scorer.extend([h[2] for _, h in survivors],
                                           [h[3][-1] for _, h in survivors],
-                                          [d for d, _ in survivors],
-                                          [h[3] for _, h in survivors], frames)
+                                          [d for d, _ in survivors], frames)
             for (_, h), row in zip(survivors, rows):
                 h[2] = row
             active = survivors
@@ -281,7 +280,7 @@ class TransducerScorer:
         return self.networks.log_probs(frames, dec, self._proj[rows_of(rows)], self._slots[dec])
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
-               prefixes: Sequence[tuple[int, ...]], frames: Tensor) -> tuple[list[int], Tensor]:
+               frames: Tensor) -> tuple[list[int], Tensor]:
         # A row is one (decoder, label prefix), so (parent row, label) names the prefix
         # reached, without hashing the labels.
         keys = list(zip(rows, tokens))
