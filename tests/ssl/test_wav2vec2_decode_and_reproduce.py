@@ -207,5 +207,5 @@ def test_the_lm_search_needs_a_beam_and_a_weight():
     from speechlab.errors import ConfigError
     from speechlab.ssl.wav2vec2.decode import LmSearchConfig
 
-    with pytest.raises(ConfigError, match="at least one beam and one LM weight"):
+    with pytest.raises(ConfigError, match="lm_weights: give at least one value"):
         LmSearchConfig(lm_weights=())

@@ -118,9 +118,9 @@ class LmSearchConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
-        if not self.beams or not self.lm_weights:
-            raise ConfigError("the LM search needs at least one beam and one LM weight (beams, "
-                              "lm_weights)")
+        for key in ("beams", "lm_weights"):  # the LM search needs a beam and an LM weight
+            if not getattr(self, key):
+                raise ConfigError(f"{key}: give at least one value")
 
     def decoder(self, lm: ArpaLM, tokenizer, beam: int, lm_weight: float) -> LmBeamDecoder:
         return LmBeamDecoder(lm, tokenizer, beam, lm_weight=lm_weight, word_bonus=self.word_bonus,

@@ -15,12 +15,12 @@ vertical lines (or diagonal), the list after ``|`` when it finds none (:func:`fi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import torch
 
-from speechlab.config import check_fields, ranged
+from speechlab.config import ranged
 from speechlab.data.corpus import SAMPLE_RATE, CorpusConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
@@ -56,8 +56,10 @@ def _variants_default() -> dict[str, str]:
 
 
 @dataclass(frozen=True)
-class LocalAttentionConfig:
-    """One scale of the reproduction (``speechlab/recipes/local-attention/<scale>.yaml``)."""
+class LocalAttentionConfig(LmSearchConfig):
+    """One scale of the reproduction (``speechlab/recipes/local-attention/<scale>.yaml``); the
+    LM search of Table 1 (beams, LM weights tried on dev, word bonus, pruning) is
+    :class:`LmSearchConfig`'s, at the top level of the recipe."""
 
     corpus: CorpusConfig = field(default_factory=_corpus_default)
     # A preset of speechlab.ssl.wav2vec2.config.PRESETS (the paper's: base).
@@ -76,23 +78,16 @@ class LocalAttentionConfig:
     finetune_task: FinetuneTaskConfig = field(default_factory=FinetuneTaskConfig)
     # Utterances of the dev set whose maps the diagnosis reads (Fig. 2: six).
     diagnosis_utterances: int = ranged(6, ge=1)
-    # The LM: order and vocabulary over the harvested English text (dev and test excluded);
-    # beams of the LM search, and LM weights tried at the first beam on dev_utterances.
+    # The LM: order and vocabulary over the harvested English text (dev and test excluded).
+    # (Its search, LmSearchConfig's fields: the LM weights are tried at the first beam on
+    # dev_utterances; tighter pruning keeps beam 1500 affordable at the demo scale.)
     lm_order: int = ranged(4, ge=1, le=MAX_ORDER, why=MAX_ORDER_WHY)
     lm_vocab: int = ranged(20000, ge=1)
-    beams: tuple[int, ...] = ranged((50, 1500), ge=1)
-    lm_weights: tuple[float, ...] = ranged((0.3, 0.6, 1.0), ge=0)
-    word_bonus: float = ranged(0.0)
-    # Pruning of the LM search (PrefixSearchConfig): labels below token_min_logp in a frame are
-    # not extended, prefixes more than beam_prune_logp below the best are dropped. Tighter
-    # pruning keeps beam 1500 affordable at the demo scale.
-    token_min_logp: float = ranged(-8.0, le=0)
-    beam_prune_logp: float = ranged(-20.0, le=0)
     dev_utterances: int = ranged(30, ge=1)
     seed: int = ranged(0, ge=0)
 
     def __post_init__(self) -> None:
-        check_fields(self)
+        super().__post_init__()  # every field's range, and the search's
         if not self.variants:
             raise ConfigError("variants: give at least one model (e.g. Orig: '')")
         if self.front_end not in ("conv", "fbank"):
@@ -100,9 +95,6 @@ class LocalAttentionConfig:
         model = model_config(self)
         for name, spec in self.variants.items():
             fine_tuning(spec, model.layers, name=name)
-        for key in ("beams", "lm_weights"):
-            if not getattr(self, key):
-                raise ConfigError(f"{key}: give at least one value")
         # A masked span must fit in a crop (masking.span_mask leaves shorter utterances
         # unmasked), or pre-training finds nothing to predict once features are computed.
         task = self.pretrain_task
@@ -115,8 +107,8 @@ class LocalAttentionConfig:
                 "the paper's span is 10")
 
     def lm_search(self) -> LmSearchConfig:
-        return LmSearchConfig(self.beams, self.lm_weights, self.word_bonus, self.token_min_logp,
-                              self.beam_prune_logp)
+        """The search alone (a decode job's options: its key names these fields only)."""
+        return LmSearchConfig(**{f.name: getattr(self, f.name) for f in fields(LmSearchConfig)})
 
 
 def model_config(cfg: LocalAttentionConfig) -> Wav2Vec2Config:
