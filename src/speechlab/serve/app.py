@@ -20,7 +20,7 @@ and, for the page's panels:
 - ``POST /api/attention?model=NAME``, body a WAV: per-block attention maps and labels
   (:func:`.panels.attention_view`);
 - ``POST /api/lattice?model=NAME``, body a WAV: Viterbi words, the lattice's best hypotheses
-  with their BHP (:class:`.panels.LatticeView`).
+  with their BHP (:func:`.panels.lattice_view`).
 
 Errors are JSON ``{"error": message}``: 400 bad input, 404 unknown model or path, 403 a request
 from another site, 413 too large, 503 busy. Nothing a client sends names a file on the server,
@@ -156,13 +156,12 @@ def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *
         return await _analysis(request, model, lambda x: attention_view(encoder, x))
 
     async def lattice(request: Request) -> Response:
-        from speechlab.serve.panels import LatticeView
+        from speechlab.serve.panels import lattice_view
 
         model = runtime.model(request.query_params.get("model"))
         if not model.has_lattice:
             raise ConfigError(f"{model.name} is not a CTC-topology model with a decoding graph")
-        view = runtime.views.setdefault(model.name, LatticeView(model.model))
-        return await _analysis(request, model, view)
+        return await _analysis(request, model, lambda x: lattice_view(model.model, x))
 
     async def asr_socket(ws: Any) -> None:
         await AsrSession(ws, runtime).run()

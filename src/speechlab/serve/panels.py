@@ -5,10 +5,10 @@ plain JSON-ready dicts. Nothing here knows HTTP; :mod:`.app` runs these off the 
 - :func:`attention_view`: per-block attention maps of a wav2vec 2.0 encoder for one utterance,
   each with its pattern label (Sec. 3 of the local-attention paper,
   :mod:`speechlab.ssl.wav2vec2.diagnose`).
-- :class:`LatticeView`: Viterbi decoding of one utterance over a CTC-topology model's graph
+- :func:`lattice_view`: Viterbi decoding of one utterance over a CTC-topology model's graph
   (eq. 8 of the topologies paper), its lattice, and the lattice's best hypotheses by summed
-  path probability with their share of the lattice's mass (BHP, eq. 11, for the Viterbi one),
-  as :func:`speechlab.asr.ctc.transcribe.viterbi_with_lattices` measures a test set.
+  path probability with their share of the lattice's mass (BHP, eq. 11, for the Viterbi one):
+  :meth:`speechlab.asr.ctc.recognizer.CtcRecognizer.analyse_lattice` as JSON.
 """
 
 from __future__ import annotations
@@ -26,10 +26,6 @@ SPECTROGRAM_HOP = 80  # 5 ms, the acoustic model's frame period
 SPECTROGRAM_ROWS = 128
 #: Longest plots sent to the page (frames); longer speech is averaged down to this.
 MAX_PLOT_FRAMES = 800
-#: Lattices analysed for the topology panel: at most this many (state, word history) pairs
-#: (:func:`speechlab.asr.ctc.lattice.unique_paths`) and full-sum prefix expansions.
-MAX_LATTICE_STATES = 200_000
-MAX_EXPANSIONS = 20_000
 
 
 def _downsample(x: np.ndarray, frames: int) -> tuple[np.ndarray, int]:
@@ -105,81 +101,21 @@ def attention_view(encoder: Any, samples: np.ndarray) -> dict[str, Any]:
             "frames": blocks[0]["frames"] if blocks else 0}
 
 
-class LatticeView:
-    """Viterbi decoding and lattice analysis of single utterances for one
-    :class:`~speechlab.asr.ctc.recognizer.CtcRecognizer`, at the acoustic weight, beam and
-    max-active it decodes with. The decoder and the lattice search's graph arrays are built
-    on first use and kept. Not thread-safe (the Kaldi decoder holds state): one call at a
-    time per recognizer."""
-
-    def __init__(self, recognizer: Any, lattice_beam: float = 8.0, nbest: int = 5) -> None:
-        self.rec = recognizer
-        self.lattice_beam = lattice_beam
-        self.nbest = nbest
-        self._parts: tuple[Any, Any] | None = None
-
-    def _build(self) -> tuple[Any, Any]:
-        from speechlab.asr.ctc import lattice
-        from speechlab.asr.ctc.decode import ViterbiDecoder
-
-        if self._parts is None:
-            graph = self.rec.graph
-            self._parts = (ViterbiDecoder(graph.fst, graph.num_tokens, self.rec.viterbi),
-                           lattice.DecodingGraph.from_fst(graph.fst))
-        return self._parts
-
-    def __call__(self, samples: np.ndarray) -> dict[str, Any]:
-        """``samples``: 16 kHz mono. The Viterbi words, the lattice's ``nbest`` hypotheses by
-        summed acoustic path probability (eq. 9 restricted to the lattice) with their share of
-        the lattice (the Viterbi hypothesis's share is its BHP, eq. 11), its BPP (eq. 10) and
-        whether full-sum and Viterbi decoding agree. A lattice too large to analyse is pruned
-        with half the lattice beam until it fits (the beam used is reported)."""
-        from speechlab.asr.ctc.lattice_metrics import fullsum_nbest, path_proportions
-
-        decoder, _ = self._build()
-        rec = self.rec
-        lp = rec.log_probs(samples)
-        if not len(lp):
-            raise DataError("the recording is too short to give one output frame")
-        best = decoder.decode(lp)
-        words = " ".join(rec.graph.words(best.words))
-        lat, beam = self._lattice(lp)
-        ranked = fullsum_nbest(lat, self.nbest, max_expansions=MAX_EXPANSIONS)
-        try:
-            props = path_proportions(lat, best.words)
-        except DataError:  # pruned away (the two searches prune differently): say so
-            props = None
-        log_total = (props or path_proportions(lat, ranked[0][0])).log_total
-        hyps = [{"text": " ".join(rec.graph.words(w)),
-                 "share": math.exp(min(0.0, s - log_total)),
-                 "viterbi": tuple(w) == tuple(best.words)} for w, s in ranked]
-        if props is not None and not any(h["viterbi"] for h in hyps):
-            hyps.append({"text": words, "share": props.bhp, "viterbi": True})  # below the n best
-        top = ranked[0][1]
-        # A tie with the Viterbi words (homophones under p(pi|X)) counts as agreement, as
-        # lattice_metrics.fullsum_best decides.
-        agrees = props is not None and props.log_hypothesis >= top - 1e-9 * max(1.0, abs(top))
-        return {"text": words, "topology": rec.topology,
-                "acoustic_weight": rec.viterbi.acoustic_weight, "frames": int(lp.shape[0]),
-                "bhp": None if props is None else props.bhp,
-                "bpp": None if props is None else props.bpp,
-                "fullsum_agrees": bool(agrees), "hypotheses": hyps,
-                "lattice": {"states": lat.num_states, "arcs": lat.num_arcs, "beam": beam}}
-
-    def _lattice(self, lp: np.ndarray) -> tuple[Any, float]:
-        from speechlab.asr.ctc import lattice
-
-        _, graph = self._build()
-        v = self.rec.viterbi
-        beam = self.lattice_beam
-        while True:
-            cfg = lattice.LatticeConfig(beam=v.beam, max_active=v.max_active, lattice_beam=beam,
-                                        acoustic_scale=v.acoustic_weight, unique_paths=False)
-            raw = lattice.generate(graph, lp, cfg, utt="upload")
-            try:
-                return lattice.unique_paths(raw, max_states=MAX_LATTICE_STATES), beam
-            except DataError:
-                if beam < 1.0:
-                    raise DataError("the lattice of this recording is too large to analyse, "
-                                    "even pruned hard; try a shorter recording") from None
-                beam /= 2
+def lattice_view(recognizer: Any, samples: np.ndarray) -> dict[str, Any]:
+    """The topology panel's view of one 16 kHz utterance decoded by a
+    :class:`~speechlab.asr.ctc.recognizer.CtcRecognizer`
+    (:meth:`~speechlab.asr.ctc.recognizer.CtcRecognizer.analyse_lattice`): the Viterbi words,
+    the lattice's best hypotheses by summed path probability with their share of the lattice
+    (the Viterbi one's is its BHP, eq. 11), its BPP (eq. 10), whether full-sum and Viterbi
+    decoding agree, and the lattice's size and beam."""
+    a = recognizer.analyse_lattice(samples)
+    props = a.summary.proportions
+    return {"text": a.text, "topology": recognizer.topology,
+            "acoustic_weight": recognizer.viterbi.acoustic_weight, "frames": a.frames,
+            "bhp": None if props is None else props.bhp,
+            "bpp": None if props is None else props.bpp,
+            "fullsum_agrees": a.summary.fullsum_agrees,
+            "hypotheses": [{"text": " ".join(recognizer.graph.words(h.words)), "share": h.share,
+                            "viterbi": h.viterbi} for h in a.summary.hypotheses],
+            "lattice": {"states": a.lattice.num_states, "arcs": a.lattice.num_arcs,
+                        "beam": a.lattice_beam}}

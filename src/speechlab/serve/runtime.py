@@ -105,7 +105,6 @@ class Runtime:
         self.jobs = Slots(limits.max_jobs, "requests")
         self.locks = {name: threading.Lock() for name in self.models}
         self.uploads = Path(tempfile.mkdtemp(prefix="speechlab-serve-"))
-        self.views: dict[str, Any] = {}  # per model: LatticeView, built on first use
 
     def model(self, name: str | None, kind: str | None = None) -> ServedModel:
         """The served model ``name``, checked to be of ``kind``."""

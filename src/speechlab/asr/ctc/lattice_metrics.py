@@ -146,6 +146,50 @@ def fullsum_best(lat: Lattice, score: str = "acoustic", viterbi: Sequence[int] |
                          props.log_total, expansions)
 
 
+@dataclass(frozen=True)
+class RankedHypothesis:
+    """One hypothesis of a lattice: its words, its share of the lattice's summed path weight
+    (for W*, its BHP, eq. 11) and whether it is W*."""
+
+    words: tuple[int, ...]
+    share: float
+    viterbi: bool
+
+
+@dataclass(frozen=True)
+class LatticeSummary:
+    """A lattice next to its Viterbi hypothesis W*: the ``n`` hypotheses with the largest
+    summed path weight, best first (W* appended when it is not among them), W*'s BPP and
+    BHP (:class:`PathProportions`; None when W* has no path in the lattice: the Viterbi decoder
+    and the lattice search prune differently), and whether full-sum decoding (eq. 9) over the
+    lattice gives W* (a tie counts, as :func:`fullsum_best` decides)."""
+
+    viterbi: tuple[int, ...]
+    hypotheses: tuple[RankedHypothesis, ...]
+    proportions: PathProportions | None
+    fullsum_agrees: bool
+
+
+def summarize(lat: Lattice, viterbi: Sequence[int], n: int = 5, score: str = "acoustic",
+              max_expansions: int = 20_000) -> LatticeSummary:
+    """:class:`LatticeSummary` of ``lat`` for the Viterbi hypothesis ``viterbi`` (word
+    labels); errors as :func:`fullsum_nbest`."""
+    words = tuple(int(x) for x in viterbi)
+    ranked = fullsum_nbest(lat, n, score, max_expansions)
+    try:
+        props: PathProportions | None = path_proportions(lat, words, score)
+    except DataError:  # W* pruned away by the lattice search
+        props = None
+    log_total = (props or path_proportions(lat, ranked[0][0], score)).log_total
+    hyps = [RankedHypothesis(tuple(w), math.exp(min(0.0, s - log_total)), tuple(w) == words)
+            for w, s in ranked]
+    if props is not None and not any(h.viterbi for h in hyps):
+        hyps.append(RankedHypothesis(words, props.bhp, True))  # below the n best
+    top = ranked[0][1]
+    agrees = props is not None and props.log_hypothesis >= top - 1e-9 * max(1.0, abs(top))
+    return LatticeSummary(words, tuple(hyps), props, agrees)
+
+
 def _prefix_search(lat: Lattice, n: int, score: str, max_expansions: int):
     w, fw = _weights(lat, score)
     S = lat.num_states

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +28,8 @@ import torch
 
 from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
 from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
+from speechlab.asr.ctc.lattice import Lattice
+from speechlab.asr.ctc.lattice_metrics import LatticeSummary
 from speechlab.asr.ctc.model import FAMILY, CtcModel, load
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.asr.transcript import Transcript, Word, iter_pieces
@@ -37,6 +40,27 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.lexicon import Lexicon
 from speechlab.train.card import ModelCard, read_decoding
+
+#: Lattices :meth:`CtcRecognizer.analyse_lattice` analyses: at most this many (state, word
+#: history) pairs (:func:`~speechlab.asr.ctc.lattice.unique_paths`) and full-sum prefix
+#: expansions (:func:`~speechlab.asr.ctc.lattice_metrics.fullsum_nbest`).
+MAX_LATTICE_STATES = 200_000
+MAX_EXPANSIONS = 20_000
+
+
+@dataclass(frozen=True)
+class LatticeAnalysis:
+    """One utterance's Viterbi words (eq. 8), its lattice (one path per alignment and word
+    sequence) made at ``lattice_beam``, and the lattice's summary: the best hypotheses by
+    summed path probability, W*'s BPP and BHP (eqs. 10-11), whether full-sum decoding
+    agrees (:func:`~speechlab.asr.ctc.lattice_metrics.summarize`)."""
+
+    text: str
+    frames: int
+    lattice: Lattice
+    lattice_beam: float
+    summary: LatticeSummary
+
 
 class CtcRecognizer:
     """A CTC-like acoustic model with its phone tokenizer (lexicon), CMVN statistics, fbank
@@ -69,6 +93,7 @@ class CtcRecognizer:
         self.sample_rate = fbank_cfg.sampling_rate
         self.frame_seconds = fbank_cfg.frame_shift * model.config.subsampling
         self._decoder = ViterbiDecoder(graph.fst, graph.num_tokens, viterbi)
+        self._lattice_graph: Any = None  # the graph as the lattice search's arrays, on first use
 
     # -----------------------------------------------------------------------------------------
     # Recognition
@@ -76,11 +101,12 @@ class CtcRecognizer:
     def log_probs(self, samples: np.ndarray) -> np.ndarray:
         """(T', V) log-probabilities of one piece of audio at the model's sample rate."""
         feats = torch.from_numpy(fbank(samples, self.fbank))
-        if feats.shape[0] == 0:
+        lens = torch.tensor([feats.shape[0]])
+        if int(self.model.subsampling.output_lengths(lens)[0]) <= 0:  # shorter than its input
             return np.zeros((0, self.graph.num_tokens), np.float32)
-        x = self.cmvn(feats[None], torch.tensor([feats.shape[0]]))[0]
+        x = self.cmvn(feats[None], lens)[0]
         with torch.inference_mode():
-            lp, lens = self.model(x, torch.tensor([feats.shape[0]]))
+            lp, lens = self.model(x, lens)
         return lp[0, : int(lens[0])].numpy()
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
@@ -112,6 +138,39 @@ class CtcRecognizer:
             texts.append(text)
         return Transcript(" ".join(t for t in texts if t), self.tokenizer.language, None,
                           tuple(words) if method == "viterbi" else None)
+
+    def analyse_lattice(self, samples: np.ndarray, lattice_beam: float = 8.0, nbest: int = 5
+                        ) -> LatticeAnalysis:
+        """Viterbi decoding of one utterance (mono samples at the model's sample rate) and the
+        analysis of its lattice, made with the search this recognizer decodes with (acoustic
+        weight, beam, max-active): :class:`LatticeAnalysis`. A lattice too large to analyse
+        (:data:`MAX_LATTICE_STATES`) is made again with half the lattice beam until it fits
+        (the beam used is in the result). Not thread-safe: one call at a time."""
+        from speechlab.asr.ctc import lattice
+        from speechlab.asr.ctc.lattice_metrics import summarize
+
+        lp = self.log_probs(samples)
+        if not len(lp):
+            raise DataError("the recording is too short to give one output frame")
+        best = self._decoder.decode(lp)
+        if self._lattice_graph is None:
+            self._lattice_graph = lattice.DecodingGraph.from_fst(self.graph.fst)
+        v, beam = self.viterbi, lattice_beam
+        while True:
+            cfg = lattice.LatticeConfig(beam=v.beam, max_active=v.max_active, lattice_beam=beam,
+                                        acoustic_scale=v.acoustic_weight, unique_paths=False)
+            raw = lattice.generate(self._lattice_graph, lp, cfg, utt="utterance")
+            try:
+                lat = lattice.unique_paths(raw, max_states=MAX_LATTICE_STATES)
+                break
+            except DataError:
+                if beam < 1.0:
+                    raise DataError("the lattice of this recording is too large to analyse, "
+                                    "even pruned hard; try a shorter recording") from None
+                beam /= 2
+        return LatticeAnalysis(" ".join(self.graph.words(best.words)), int(lp.shape[0]), lat,
+                               beam, summarize(lat, best.words, nbest,
+                                               max_expansions=MAX_EXPANSIONS))
 
     def _viterbi(self, lp: np.ndarray, beam: int | None, offset: float
                  ) -> tuple[str, list[Word]]:
