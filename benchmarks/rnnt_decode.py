@@ -50,6 +50,13 @@ from speechlab.asr.rnnt.search import search_for
 from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.utils import atomic_write_json, seed_everything
 
+#: Targets (demo preset, 4 decoders, beam 4, 4 s, one thread): the PyTorch RTF without early
+#: stopping; RTF with early stopping (tau=10, s_th=0.5) over RTF without; PyTorch RTF over ONNX
+#: RTF on the same search, with and without early stopping.
+MAX_RTF = 0.05
+MAX_EARLY_STOP_RATIO = 0.5
+MIN_ONNX_SPEEDUP = 1.5
+
 
 def fake_features(seconds: float, dim: int, seed: int) -> torch.Tensor:
     """(T, dim) features correlated over time like log-mel frames (a smoothed random walk)."""
@@ -193,6 +200,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"with/without early stop: RTF x{res['rtf_ratio']:.2f} (onnx x"
           f"{res['onnx']['rtf_ratio']:.2f}), T_avg x{res['t_avg_ratio']:.2f}; same hypotheses "
           f"on both backends: {'yes' if res['same_hypotheses'] else 'NO'}")
+    def verdict(ok: bool) -> str:
+        return "ok" if ok else "MISSED"
+
+    speedup = min(res["onnx_speedup"].values())
+    at_target_settings = (a.preset, a.seconds, a.tau, a.s_th, a.method, a.beam) == (
+        "demo", 4.0, 10, 0.5, "beam", 4)
+    if at_target_settings:
+        print(f"targets: RTF {res['no_early_stop']['rtf_cpu']:.3f} <= {MAX_RTF:g} "
+              f"{verdict(res['no_early_stop']['rtf_cpu'] <= MAX_RTF)}; with/without early "
+              f"stop x{res['rtf_ratio']:.2f} <= {MAX_EARLY_STOP_RATIO:g} "
+              f"{verdict(res['rtf_ratio'] <= MAX_EARLY_STOP_RATIO)}; ONNX {speedup:.2f}x >= "
+              f"{MIN_ONNX_SPEEDUP:g}x {verdict(speedup >= MIN_ONNX_SPEEDUP)}")
     sc = res["decoder_scaling"]
     ms = sc["search_ms"]
     print(f"PyTorch CPU per {a.seconds:g} s: encoder {sc['encoder_ms']:.0f} ms; search with "
