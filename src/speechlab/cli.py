@@ -22,6 +22,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -176,10 +177,12 @@ def main(argv: list[str] | None = None) -> int:
                 refuse_existing(getattr(args, name), kind, getattr(args, "overwrite", False),
                                 "--" + name.replace("_", "-"))
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         _remove_empty(new_dirs)
-        print("speechlab: interrupted", file=sys.stderr)
-        return 130
+        # A training stopped by a signal says where it stopped (rerun the command to resume).
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"speechlab: interrupted{': ' + str(e) if str(e) else ''}", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         # The reader of our output stopped (`speechlab ctc topology ... | head`): not a fault.
         # Point stdout at /dev/null so that flushing it at exit does not fail again.

@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -288,8 +289,10 @@ def exclusive_dir(path: str | Path, what: str = "a run") -> Iterator[Path]:
 _WATCHED: set[int] = set()
 
 
-def exit_with_parent(parent: int, period: float = 2.0) -> None:
-    """Exit this process (status 1) within ``period`` seconds of process ``parent`` ending.
+def exit_with_parent(parent: int, period: float = 2.0, grace: float = 30.0) -> None:
+    """End this process within ``period`` seconds of process ``parent`` ending: first with
+    SIGTERM to itself (a training finishes its update, writes a checkpoint and stops; anything
+    else ends at once), then, if it still runs ``grace`` seconds later, with exit status 1.
 
     For pool workers: started from a forkserver, they are not the children of the process that
     submits their tasks, and would otherwise outlive it when it is killed. Call it once per
@@ -305,6 +308,8 @@ def exit_with_parent(parent: int, period: float = 2.0) -> None:
             try:
                 os.kill(parent, 0)
             except ProcessLookupError:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(grace)
                 os._exit(1)
 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()

@@ -34,7 +34,7 @@ from speechlab.train import distributed
 from speechlab.train.card import config_builder
 from speechlab.train.config import TrainConfig
 from speechlab.train.sampler import LanguageBatch, LanguageBatches, MapBatches
-from speechlab.train.trainer import Trainer
+from speechlab.train.trainer import Interrupted, Trainer
 from speechlab.utils import atomic_path
 
 
@@ -187,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = build_model(cfg.toy)
         task = ToyTask(cfg.toy, seed=cfg.train.seed, rank=ctx.rank, world_size=ctx.world_size)
-        result = Trainer(model, task, cfg.train, args.out, progress=False).fit()
+        try:
+            result = Trainer(model, task, cfg.train, args.out, progress=False).fit()
+        except Interrupted as e:  # as the speechlab command answers a stopped training
+            print(f"interrupted: {e}", file=sys.stderr)
+            return 128 + e.signum
         if args.trace is not None:
             _write_trace(args.trace, ctx.rank, task, model)
         if ctx.is_main:

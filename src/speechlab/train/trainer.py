@@ -11,7 +11,10 @@ with the model, optimiser, schedule, sampler position and every RNG restored, so
 any moment and restarted produces the same per-step losses and final weights as one that was
 never interrupted (on CPU, with a deterministic task). A run stopped by a fault (disk full while
 writing a checkpoint) loses nothing either: checkpoints are written under a temporary name and
-renamed, so the previous one is intact and a rerun resumes from it.
+renamed, so the previous one is intact and a rerun resumes from it. A run asked to stop (SIGTERM,
+as a scheduler or a shutdown sends it, or Ctrl-C) finishes its update, writes a checkpoint and
+raises :class:`Interrupted`: it loses nothing; a second signal stops it at once. (Single-process
+runs, whose main thread runs the loop, with no handler of the program's own for the signal.)
 
 Which weights a run leaves to use (:attr:`TrainResult.checkpoint`): ``best.pt``, the best
 validation so far, if any validation gave a finite metric; otherwise the last checkpoint. A
@@ -23,9 +26,12 @@ with a warning, never counts as an improvement, and, if NaN, does not count agai
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -58,6 +64,53 @@ from speechlab.utils import exclusive_dir, seed_everything
 logger = logging.getLogger("speechlab.train")
 
 LOG_NAME = "log.jsonl"
+
+
+class Interrupted(KeyboardInterrupt):
+    """Training stopped by ``signum`` after writing a checkpoint at update ``step``: rerunning
+    resumes from there."""
+
+    def __init__(self, signum: int, step: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name} after update {step}, "
+                         "checkpoint written")
+        self.signum = signum
+        self.step = step
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:  # crosses process boundaries
+        return Interrupted, (self.signum, self.step)
+
+
+#: The signals a run stops at gracefully, with the handler each has when nobody set one.
+_GRACEFUL = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+
+
+@contextlib.contextmanager
+def _stop_requests(enabled: bool):
+    """A list that gets the number of the first SIGTERM / SIGINT received meanwhile; the
+    signal's previous handler comes back at once, so a second one acts as it always did. Only
+    signals whose handler is the default are taken (a program's own handlers are left alone),
+    and only in the main thread (Python delivers signals there)."""
+    received: list[int] = []
+    if not enabled or threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = {}
+
+    def handler(signum: int, frame: Any) -> None:
+        received.append(signum)
+        signal.signal(signum, previous[signum])
+        logger.warning("%s: stopping after this update (a checkpoint is written); send it again "
+                       "to stop at once", signal.Signals(signum).name)
+
+    for sig, default in _GRACEFUL.items():
+        if signal.getsignal(sig) is default:
+            previous[sig] = signal.signal(sig, handler)
+    try:
+        yield received
+    finally:
+        for sig, old in previous.items():
+            if not received or received[0] != sig:
+                signal.signal(sig, old)
 CONFIG_NAME = "train.yaml"
 
 
@@ -274,70 +327,75 @@ class Trainer:
         elapsed_before = self.state.elapsed
         last_checkpoint = resumed_from
         self.optimizer.zero_grad(set_to_none=True)
-        try:
-            while self.step < cfg.max_steps and not self.state.stopped:
-                step = self.step + 1  # the update being attempted
-                if isinstance(self.task, StepAwareTask):
-                    self.task.set_step(self.step)
-                fetch = time.monotonic()
-                batch = next(batches)
-                self.state.data_time += time.monotonic() - fetch
-                self.model.train()
-                loss, stats, weight = self.task.loss(model, batch)
+        # With several ranks a stop would have to be agreed on every update; there the signal
+        # keeps its usual effect (the run resumes from its last periodic checkpoint).
+        with _stop_requests(self.dist.world_size == 1) as stop:
+            try:
+                while self.step < cfg.max_steps and not self.state.stopped:
+                    step = self.step + 1  # the update being attempted
+                    if isinstance(self.task, StepAwareTask):
+                        self.task.set_step(self.step)
+                    fetch = time.monotonic()
+                    batch = next(batches)
+                    self.state.data_time += time.monotonic() - fetch
+                    self.model.train()
+                    loss, stats, weight = self.task.loss(model, batch)
 
-                # A non-finite loss would poison Adam's moments for good: skip the batch on
-                # every rank (one rank alone skipping would hang the others in all-reduce).
-                if not distributed.all_true(bool(torch.isfinite(loss.detach()).all())):
-                    self._skip(step, batch, "loss", loss.detach())
-                    continue
+                    # A non-finite loss would poison Adam's moments for good: skip the batch on
+                    # every rank (one rank alone skipping would hang the others in all-reduce).
+                    if not distributed.all_true(bool(torch.isfinite(loss.detach()).all())):
+                        self._skip(step, batch, "loss", loss.detach())
+                        continue
 
-                loss.backward()
-                grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-                grad_norm = torch.nn.utils.get_total_norm(grads)
-                # Gradients are already averaged across ranks here, so every rank sees the
-                # same norm and takes the same branch.
-                if not torch.isfinite(grad_norm):
+                    loss.backward()
+                    grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+                    grad_norm = torch.nn.utils.get_total_norm(grads)
+                    # Gradients are already averaged across ranks here, so every rank sees the
+                    # same norm and takes the same branch.
+                    if not torch.isfinite(grad_norm):
+                        self.optimizer.zero_grad(set_to_none=True)
+                        self._skip(step, batch, "grad", loss.detach())
+                        continue
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grads_with_norm_(
+                            [p for p in self.model.parameters() if p.grad is not None],
+                            cfg.grad_clip, grad_norm)
+
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    # None, not zero: a parameter unused by the next batch (another language's
+                    # head) then gets no Adam update at all, not a decay of its moments.
                     self.optimizer.zero_grad(set_to_none=True)
-                    self._skip(step, batch, "grad", loss.detach())
-                    continue
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grads_with_norm_(
-                        [p for p in self.model.parameters() if p.grad is not None],
-                        cfg.grad_clip, grad_norm)
+                    self.step = step
+                    self.state.consecutive_nonfinite = 0
+                    self.state.elapsed = elapsed_before + time.monotonic() - started
+                    self._window.add(loss.item(), float(weight), stats, grad_norm.item())
+                    finished = step >= cfg.max_steps
 
-                lr = self.optimizer.param_groups[0]["lr"]
-                self.optimizer.step()
-                self.scheduler.step()
-                # None, not zero: a parameter unused by the next batch (another language's
-                # head) then gets no Adam update at all, not a decay of its moments.
-                self.optimizer.zero_grad(set_to_none=True)
-                self.step = step
-                self.state.consecutive_nonfinite = 0
-                self.state.elapsed = elapsed_before + time.monotonic() - started
-                self._window.add(loss.item(), float(weight), stats, grad_norm.item())
-                finished = step >= cfg.max_steps
+                    if step % cfg.log_every == 0 or finished:
+                        record = self._log_train(step, lr)
+                        tensorboard.write("train", step, record)
+                    bar.update(step, f"loss {loss.item():.4g}")
 
-                if step % cfg.log_every == 0 or finished:
-                    record = self._log_train(step, lr)
-                    tensorboard.write("train", step, record)
-                bar.update(step, f"loss {loss.item():.4g}")
+                    if cfg.valid_every and (step % cfg.valid_every == 0 or finished):
+                        record = self._validate(step, batches)
+                        tensorboard.write("valid", step, record)
 
-                if cfg.valid_every and (step % cfg.valid_every == 0 or finished):
-                    record = self._validate(step, batches)
-                    tensorboard.write("valid", step, record)
-
-                due = bool(cfg.checkpoint_every) and step % cfg.checkpoint_every == 0
-                if cfg.checkpoint_seconds:
-                    # Clocks differ across ranks; rank 0's decides so all ranks join the save.
-                    due = due or distributed.broadcast_object(
-                        time.monotonic() - last_save >= cfg.checkpoint_seconds)
-                if due or finished or self.state.stopped:
-                    last_checkpoint = self._save(checkpoint_path(self.out_dir, step), batches)
-                    last_save = time.monotonic()
-        finally:
-            bar.close()
-            tensorboard.close()
-            self.log.close()
+                    due = bool(cfg.checkpoint_every) and step % cfg.checkpoint_every == 0
+                    if cfg.checkpoint_seconds:
+                        # Clocks differ across ranks; rank 0's decides so all ranks join the save.
+                        due = due or distributed.broadcast_object(
+                            time.monotonic() - last_save >= cfg.checkpoint_seconds)
+                    if due or finished or self.state.stopped or stop:
+                        last_checkpoint = self._save(checkpoint_path(self.out_dir, step), batches)
+                        last_save = time.monotonic()
+                    if stop and not finished:
+                        raise Interrupted(stop[0], step)
+            finally:
+                bar.close()
+                tensorboard.close()
+                self.log.close()
         best = self.out_dir / BEST_NAME
         if main and cfg.valid_every and not self.state.best_step:
             logger.warning("no validation gave a finite %s, so no %s was written; the last "
