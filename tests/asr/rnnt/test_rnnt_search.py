@@ -224,3 +224,24 @@ def test_the_config_lists_exactly_the_searches_there_are():
     assert tuple(SEARCHES) == SEARCH_METHODS
     for method in SEARCH_METHODS:
         assert SearchConfig(method).method == method
+
+
+def test_label_sequences_are_interned_and_compaction_keeps_what_is_in_use():
+    from speechlab.asr.rnnt.search import Hyp, Sequences
+
+    seqs = Sequences()
+    a = seqs.child(seqs.child(0, 3), 5)
+    assert seqs.child(seqs.child(0, 3), 5) == a  # the same sequence, the same id
+    b = seqs.child(seqs.child(0, 4), 5)
+    assert b != a and seqs.labels(a) == (3, 5) and seqs.labels(b) == (4, 5)
+    assert seqs.labels(0) == () and seqs.last_label(a) == 5
+    n = seqs.emitted(seqs.emitted(0, 2), 2)
+    assert seqs.times(n) == (2, 2) and seqs.times(0) == ()
+    old = Hyp(a, -1.5, n, 7, seqs)
+    for i in range(100):  # entries nobody keeps
+        seqs.child(i, 9)
+    new, id_of, node_of = seqs.kept([a], [n])
+    assert new.labels(id_of[a]) == (3, 5) and new.times(node_of[n]) == (2, 2)
+    assert b not in id_of and len(new._parent) == 3  # the empty sequence, (3,), (3, 5)
+    assert old.tokens == (3, 5) and old.times == (2, 2)  # read from the table it was made in
+    assert new.child(new.child(0, 3), 5) == id_of[a]  # still interned after compaction

@@ -135,7 +135,7 @@ class LidFreeDecoder:
             self.beams = self.search.step(self.beams, frames[t], self.num_frames + t, running[t])
         self.num_frames += enc_proj.shape[0]
         if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
-            self.beams = self.search.scorer.compact(self.beams)
+            self.beams = self.search.compact(self.beams)
         self.cpu_seconds += time.process_time() - start
         return {lang: best(self.beams[i]).tokens
                 for i, lang in enumerate(self.languages) if bool(self.stopper.on[i])}

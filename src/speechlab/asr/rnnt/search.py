@@ -15,7 +15,9 @@ Beam search is time-synchronous with label-prefix merging (in the spirit of Saon
 ref. [9] of the multi-softmax paper): on each frame, hypotheses either take blank (they have
 consumed the frame) or emit a label and stay on it, at most ``max_symbols_per_frame`` times.
 Hypotheses reaching the same label sequence by different alignments are merged by log-add,
-keeping the more probable path's alignment. Both kinds share one budget of ``beam``
+keeping the more probable path's alignment. Label sequences and alignments are ids into
+append-only tables (:class:`Sequences`), so a step costs the same at the thousandth label as
+at the first. Both kinds share one budget of ``beam``
 hypotheses per emission step, so with ``beam=1`` it makes exactly the greedy choices: each step
 keeps the single most probable extension, blank winning ties; greedy search *is* beam 1.
 
@@ -28,7 +30,7 @@ Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -56,20 +58,119 @@ def beam_width(cfg: SearchConfig) -> int:
                           f"{list(SEARCHES)}") from None
 
 
-class Hyp(NamedTuple):
+class Sequences:
+    """The label sequences and emission times of a search's hypotheses as ids into append-only
+    tables, so that a hypothesis one label longer costs one entry, not a copy of its labels,
+    and merging compares ids, not sequences (whose length grows with the audio).
+
+    Label sequences are interned: id 0 is the empty one, ``child(i, label)`` the id of sequence
+    ``i`` followed by ``label``, the same id for the same sequence however it was reached.
+    Emission times are a tree of nodes: ``emitted(node, t)`` is a new node, ``node``'s frames
+    followed by ``t`` (node 0: none). Tuples are built only when asked for. A table is never
+    changed but by appending: :meth:`kept` makes a smaller one for the ids still in use, and
+    hypotheses made before it keep reading the old one."""
+
+    __slots__ = ("_ids", "_parent", "_label", "_t_parent", "_t_frame")
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, int], int] = {}  # (parent id, label) -> id
+        self._parent, self._label = [-1], [-1]
+        self._t_parent, self._t_frame = [-1], [-1]
+
+    def child(self, parent: int, label: int) -> int:
+        key = (parent, label)
+        i = self._ids.get(key)
+        if i is None:
+            i = self._ids[key] = len(self._parent)
+            self._parent.append(parent)
+            self._label.append(label)
+        return i
+
+    def last_label(self, i: int) -> int:
+        return self._label[i]
+
+    def emitted(self, node: int, t: int) -> int:
+        self._t_parent.append(node)
+        self._t_frame.append(t)
+        return len(self._t_parent) - 1
+
+    def labels(self, i: int) -> tuple[int, ...]:
+        out = []
+        while i > 0:
+            out.append(self._label[i])
+            i = self._parent[i]
+        return tuple(reversed(out))
+
+    def times(self, node: int) -> tuple[int, ...]:
+        out = []
+        while node > 0:
+            out.append(self._t_frame[node])
+            node = self._t_parent[node]
+        return tuple(reversed(out))
+
+    def kept(self, ids: Sequence[int], nodes: Sequence[int]
+             ) -> tuple[Sequences, dict[int, int], dict[int, int]]:
+        """A table holding only ``ids`` and ``nodes`` and what they extend, with the new id of
+        each old id and node."""
+        new = Sequences()
+        id_of: dict[int, int] = {0: 0}
+        node_of: dict[int, int] = {0: 0}
+
+        def copy_id(i: int) -> int:
+            path = []
+            while i not in id_of:
+                path.append(i)
+                i = self._parent[i]
+            for j in reversed(path):
+                id_of[j] = new.child(id_of[self._parent[j]], self._label[j])
+            return id_of[path[0]] if path else id_of[i]
+
+        def copy_node(n: int) -> int:
+            path = []
+            while n not in node_of:
+                path.append(n)
+                n = self._t_parent[n]
+            for j in reversed(path):
+                node_of[j] = new.emitted(node_of[self._t_parent[j]], self._t_frame[j])
+            return node_of[path[0]] if path else node_of[n]
+
+        for i in ids:
+            copy_id(i)
+        for n in nodes:
+            copy_node(n)
+        return new, id_of, node_of
+
+
+class Hyp:
     """One label sequence alive in a decoder: ``score`` its log probability (summed over the
-    alignments merged into it), ``times`` the encoder frame each label was emitted on (of the
-    most probable alignment), ``row`` where the scorer keeps the prediction network's output
-    after its labels. (A named tuple: a search makes one per kept hypothesis per frame, and a
-    tuple is made in a third of a frozen dataclass's time.)"""
+    alignments merged into it), ``tokens`` its labels, ``times`` the encoder frame each label
+    was emitted on (of the most probable alignment), ``row`` where the scorer keeps the
+    prediction network's output after its labels. ``key`` and ``node`` are the labels' and
+    the times' ids in the search's :class:`Sequences`; ``tokens`` and ``times`` are built from
+    them when read."""
 
-    tokens: tuple[int, ...]
-    score: float
-    times: tuple[int, ...] = ()
-    row: int = -1
+    __slots__ = ("key", "score", "node", "row", "seqs")
+
+    def __init__(self, key: int, score: float, node: int, row: int, seqs: Sequences) -> None:
+        self.key = key
+        self.score = score
+        self.node = node
+        self.row = row
+        self.seqs = seqs
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        return self.seqs.labels(self.key)
+
+    @property
+    def times(self) -> tuple[int, ...]:
+        return self.seqs.times(self.node)
+
+    def __repr__(self) -> str:
+        return f"Hyp(tokens={self.tokens}, score={self.score}, times={self.times}, row={self.row})"
 
 
-Beam = dict[tuple[int, ...], Hyp]  # label sequence -> its hypothesis, in insertion order
+Beam = dict[int, Hyp]  # label sequence (its Sequences id) -> its hypothesis, in insertion order
 
 
 class Scorer(Protocol):
@@ -96,6 +197,11 @@ class Scorer(Protocol):
         (one call of the networks' work where they can fuse it)."""
         ...
 
+    def compact(self, beams: list[Beam]) -> list[Beam]:
+        """Forget the rows no hypothesis of ``beams`` uses; the beams with their rows
+        renumbered."""
+        ...
+
 
 def _better(scores: list[float], k: int) -> list[int]:
     """Indices of the ``k`` best ``scores``, best first, ties by position (the rule of
@@ -113,10 +219,22 @@ class TransducerSearch:
         self.scorer = scorer
         self.beam = beam
         self.max_symbols = max_symbols_per_frame
+        self.seqs = Sequences()
 
     def start(self) -> list[Beam]:
         """One beam per decoder, holding the empty label sequence."""
-        return [{(): Hyp((), 0.0, (), row)} for row in self.scorer.start()]
+        return [{0: Hyp(0, 0.0, 0, row, self.seqs)} for row in self.scorer.start()]
+
+    def compact(self, beams: list[Beam]) -> list[Beam]:
+        """Keep only the prediction rows (:meth:`TransducerScorer.compact`) and the label and
+        time entries the beams use: a long stream would otherwise keep everything it ever
+        saw. Returns the beams renumbered (hypotheses taken from earlier beams stay valid)."""
+        beams = self.scorer.compact(beams)
+        hyps = [h for b in beams for h in b.values()]
+        self.seqs, id_of, node_of = self.seqs.kept([h.key for h in hyps],
+                                                   [h.node for h in hyps])
+        return [{id_of[k]: Hyp(id_of[k], h.score, node_of[h.node], h.row, self.seqs)
+                 for k, h in b.items()} for b in beams]
 
     def step(self, beams: list[Beam], frames: Tensor, t: int,
              running: Sequence[bool] | None = None) -> list[Beam]:
@@ -126,16 +244,17 @@ class TransducerSearch:
         if not live:
             return list(beams)
         blank, beam, sizes = self.scorer.blank, self.beam, self.scorer.vocab_sizes
+        seqs = self.seqs
         # Within the frame a hypothesis is a list [score, times, row, tokens, kept] (a Hyp
-        # only once it lands in a beam): the work per hypothesis is what a search step costs
-        # in Python. Per decoder, ``finished`` holds those that have consumed the frame (took
-        # blank), in rank order, and ``merge`` finds them by label sequence; one pruned from
-        # ``finished`` stays in ``merge`` with kept=False (rebuilding the dict would hash
-        # every label sequence again).
+        # only once it lands in a beam; times and tokens as their ids in ``seqs``): the work
+        # per hypothesis is what a search step costs in Python. Per decoder, ``finished``
+        # holds those that have consumed the frame (took blank), in rank order, and ``merge``
+        # finds them by label sequence; one pruned from ``finished`` stays in ``merge`` with
+        # kept=False.
         finished: dict[int, list[list]] = {d: [] for d in live}
-        merge: dict[int, dict[tuple[int, ...], list]] = {d: {} for d in live}
+        merge: dict[int, dict[int, list]] = {d: {} for d in live}
         # The active hypotheses of every decoder, grouped by decoder: (decoder, hypothesis).
-        active = [(d, [h.score, h.times, h.row, h.tokens, True])
+        active = [(d, [h.score, h.node, h.row, h.key, True])
                   for d in live for h in beams[d].values()]
         # (N, V_max) log P(label) of each active hypothesis on this frame
         lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
@@ -184,8 +303,8 @@ class TransducerSearch:
                     else:
                         i, m = divmod(j - len(done), k)
                         score, times, row, tokens, _ = active[first + i][1]
-                        survivors.append((d, [scores[j], times + (t,), row,
-                                              tokens + (cols[first + i][m],), True]))
+                        survivors.append((d, [scores[j], seqs.emitted(times, t), row,
+                                              seqs.child(tokens, cols[first + i][m]), True]))
                 for h in done:
                     h[4] = False
                 for h in kept:
@@ -197,7 +316,7 @@ class TransducerSearch:
             if not survivors:
                 break
             rows, lp = self.scorer.extend([h[2] for _, h in survivors],
-                                          [h[3][-1] for _, h in survivors],
+                                          [seqs.last_label(h[3]) for _, h in survivors],
                                           [d for d, _ in survivors], frames)
             for (_, h), row in zip(survivors, rows):
                 h[2] = row
@@ -207,7 +326,7 @@ class TransducerSearch:
             done = finished[d]
             if len(done) > beam:
                 done = [done[j] for j in _better([h[0] for h in done], beam)]
-            out[d] = {h[3]: Hyp(h[3], h[0], h[1], h[2]) for h in done}
+            out[d] = {h[3]: Hyp(h[3], h[0], h[1], h[2], seqs) for h in done}
         return out
 
 
@@ -319,7 +438,8 @@ class TransducerScorer:
         # A prefix whose parent's row is gone cannot be reached again: no beam holds the parent.
         self._cache = {(new_of[p], tok): new_of[r] for (p, tok), r in self._cache.items()
                        if p in new_of and r in new_of}
-        return [{t: h._replace(row=new_of[h.row]) for t, h in b.items()} for b in beams]
+        return [{k: Hyp(h.key, h.score, h.node, new_of[h.row], h.seqs) for k, h in b.items()}
+                for b in beams]
 
     @property
     def rows(self) -> int:
@@ -389,7 +509,7 @@ class StreamingDecoder:
             self.beams = self.search.step(self.beams, enc_proj[t][None], self.frames + t)
         self.frames += enc_proj.shape[0]
         if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
-            self.beams = self.search.scorer.compact(self.beams)
+            self.beams = self.search.compact(self.beams)
         return best(self.beams[0]).tokens
 
     @property
