@@ -95,18 +95,10 @@ class Sequences:
         return len(self._t_parent) - 1
 
     def labels(self, i: int) -> tuple[int, ...]:
-        out = []
-        while i > 0:
-            out.append(self._label[i])
-            i = self._parent[i]
-        return tuple(reversed(out))
+        return _walk(i, self._parent, self._label)
 
     def times(self, node: int) -> tuple[int, ...]:
-        out = []
-        while node > 0:
-            out.append(self._t_frame[node])
-            node = self._t_parent[node]
-        return tuple(reversed(out))
+        return _walk(node, self._t_parent, self._t_frame)
 
     def kept(self, ids: Sequence[int], nodes: Sequence[int]
              ) -> tuple[Sequences, dict[int, int], dict[int, int]]:
@@ -115,30 +107,33 @@ class Sequences:
         new = Sequences()
         id_of: dict[int, int] = {0: 0}
         node_of: dict[int, int] = {0: 0}
-
-        def copy_id(i: int) -> int:
-            path = []
-            while i not in id_of:
-                path.append(i)
-                i = self._parent[i]
-            for j in reversed(path):
-                id_of[j] = new.child(id_of[self._parent[j]], self._label[j])
-            return id_of[path[0]] if path else id_of[i]
-
-        def copy_node(n: int) -> int:
-            path = []
-            while n not in node_of:
-                path.append(n)
-                n = self._t_parent[n]
-            for j in reversed(path):
-                node_of[j] = new.emitted(node_of[self._t_parent[j]], self._t_frame[j])
-            return node_of[path[0]] if path else node_of[n]
-
         for i in ids:
-            copy_id(i)
+            _copy_path(i, id_of, self._parent, lambda p, j: new.child(p, self._label[j]))
         for n in nodes:
-            copy_node(n)
+            _copy_path(n, node_of, self._t_parent,
+                       lambda p, j: new.emitted(p, self._t_frame[j]))
         return new, id_of, node_of
+
+
+def _walk(i: int, parent: Sequence[int], value: Sequence[int]) -> tuple[int, ...]:
+    """The values on the path from the root (entry 0, no value) to entry ``i``."""
+    out = []
+    while i > 0:
+        out.append(value[i])
+        i = parent[i]
+    return tuple(reversed(out))
+
+
+def _copy_path(i: int, new_of: dict[int, int], parent: Sequence[int],
+               make: Callable[[int, int], int]) -> None:
+    """Give entry ``i`` and its ancestors not yet in ``new_of`` their new ids, root first:
+    ``make(new parent id, old id)`` makes each."""
+    path = []
+    while i not in new_of:
+        path.append(i)
+        i = parent[i]
+    for j in reversed(path):
+        new_of[j] = make(new_of[parent[j]], j)
 
 
 class Hyp:
