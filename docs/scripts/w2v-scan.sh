@@ -28,6 +28,8 @@ GRID=(
   # ... whose attention moved off uniform a little (entropy 0.98, band 0.096) until its rate
   # decayed: the same rate for four times the updates.
   "tiny-fbank-lr-32k|pretrain.optim.lr=0.002 pretrain.max_steps=32000 pretrain.schedule.warmup_steps=3200"
+  # ... whose drift had not stopped at 32k: the same on the wide model
+  "wide-fbank-lr-32k|model=wide pretrain.optim.lr=0.002 pretrain.max_steps=32000 pretrain.schedule.warmup_steps=3200"
 )
 CORPUS=$OUT/tiny-fbank/corpus   # built by the first point, shared by the others
 
