@@ -62,7 +62,19 @@ def test_a_signalled_run_checkpoints_where_it_stopped_and_resumes_exactly(tmp_pa
         assert torch.equal(v, got["model"][k]), k
 
 
-def test_the_handlers_are_put_back_and_a_program_s_own_are_left_alone():
+@pytest.fixture
+def default_handlers():
+    """SIGTERM and SIGINT with Python's default handlers (whatever runs the tests), put back
+    after."""
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    for sig, handler in old.items():
+        signal.signal(sig, handler)
+
+
+def test_the_handlers_are_put_back_and_a_program_s_own_are_left_alone(default_handlers):
     before = signal.getsignal(signal.SIGTERM)
     with _stop_requests(True) as stop:
         assert signal.getsignal(signal.SIGTERM) is not before
@@ -80,7 +92,7 @@ def test_the_handlers_are_put_back_and_a_program_s_own_are_left_alone():
         signal.signal(signal.SIGTERM, before)
 
 
-def test_the_first_signal_is_recorded_and_the_second_acts_as_before():
+def test_the_first_signal_is_recorded_and_the_second_acts_as_before(default_handlers):
     with _stop_requests(True) as stop:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.01)  # Python runs the handler between bytecodes
