@@ -26,7 +26,15 @@ ARGS = ["--train.max_steps", str(MAX_STEPS), "--train.checkpoint_every", "0",
 def launch(out: Path) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", SPEECHLAB_PROGRESS="0")
     return subprocess.Popen([sys.executable, "-m", "speechlab.testing.toy_task", "--out", str(out),
-                             *ARGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                             *ARGS], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            preexec_fn=_default_dispositions)
+
+
+def _default_dispositions() -> None:
+    """In the child: SIGTERM and SIGINT as a fresh process has them (a shell's background job
+    inherits SIGINT ignored, and Python then leaves it so)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def train_steps(out: Path) -> list[int]:
