@@ -21,15 +21,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 
 from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
 from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
-from speechlab.asr.ctc.lattice import Lattice
-from speechlab.asr.ctc.lattice_metrics import LatticeSummary
 from speechlab.asr.ctc.model import FAMILY, CtcModel, load
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.asr.transcript import Transcript, Word, iter_pieces
@@ -40,6 +38,10 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.lexicon import Lexicon
 from speechlab.train.card import ModelCard, read_decoding
+
+if TYPE_CHECKING:  # the lattice search loads numba: only analyse_lattice imports it
+    from speechlab.asr.ctc.lattice import Lattice
+    from speechlab.asr.ctc.lattice_metrics import LatticeSummary
 
 #: Lattices :meth:`CtcRecognizer.analyse_lattice` analyses: at most this many (state, word
 #: history) pairs (:func:`~speechlab.asr.ctc.lattice.unique_paths`) and full-sum prefix
