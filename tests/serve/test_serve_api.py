@@ -45,16 +45,18 @@ def test_http_and_websocket_transcripts_equal_the_command_line(server, cli_json,
     status, got = post(server.url, f"/api/transcribe?model={name}&filename={server.wav}",
                        server.wav.read_bytes())
     assert status == 200 and got == expected
-    messages = stream_file(server, name, server.wav)
+    # one-second frames: a step decodes at most a second, so the partial results fall at the
+    # same audio times however fast the server is (smaller frames coalesce as timing allows)
+    messages = stream_file(server, name, server.wav, chunk_seconds=1.0)
     final = messages[-1]
     assert final["type"] == "final"
     assert final == {"type": "final", **{k: v for k, v in expected.items() if k != "file"}}
     partials = [m for m in messages if m["type"] == "partial"]
     if name == "tones":  # streams: partial results came before the end, growing to the text
-        assert partials and partials[-1]["seconds"] == pytest.approx(3.72, abs=0.01)
+        assert [p["seconds"] for p in partials] == pytest.approx([1, 2, 3, 3.72], abs=0.01)
         texts = [p["text"] for p in partials]
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
-        assert 0 < len(texts[0]) < len("the fox") and texts[-1] == "the fox"
+        assert any(0 < len(t) < len("the fox") for t in texts) and texts[-1] == "the fox"
         assert set(partials[0]["lid"]) == {"en", "hi"}
     else:  # decodes at 'done'
         assert partials == []
