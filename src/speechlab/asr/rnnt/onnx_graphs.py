@@ -41,7 +41,7 @@ from speechlab.asr.rnnt.model import RNNT
 from speechlab.asr.rnnt.networks import (RnntNetworks, TorchPredictionJoint, slot_languages,
                                          slot_of)
 from speechlab.errors import ConfigError, DataError
-from speechlab.nn.onnx_graph import export_graph, session
+from speechlab.nn.onnx_graph import export_graph, runner, session
 
 #: graph role -> file name inside an ONNX package
 FILES = {"encoder": "encoder.onnx", "predictor": "predictor.onnx", "joiner": "joiner.onnx"}
@@ -160,11 +160,12 @@ class PredictorGraph(nn.Module):
         net = self.net_of_slot[slots]
         gates = self.first[tokens + self.first_offset[slots]] + self._own(
             h[0] @ self.recurrent.T, net)
-        x, hs, cs = _cell(gates, c[0])
+        x, hs, cs = _cell(gates, c[0], self.hidden)
         h_out, c_out = [hs], [cs]
         for k in range(1, self.layers):
             w, b = getattr(self, f"weight_{k}"), getattr(self, f"bias_{k}")
-            x, hs, cs = _cell(self._own(torch.cat([x, h[k]], dim=1) @ w.T + b, net), c[k])
+            x, hs, cs = _cell(self._own(torch.cat([x, h[k]], dim=1) @ w.T + b, net), c[k],
+                              self.hidden)
             h_out.append(hs)
             c_out.append(cs)
         return self.pred_proj(x), torch.stack(h_out), torch.stack(c_out)
@@ -186,9 +187,11 @@ class JoinerGraph(nn.Module):
         return torch.log_softmax(logits.gather(1, self.columns[slots]), dim=-1)
 
 
-def _cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c)."""
-    i, f, g, o = gates.chunk(4, dim=1)
+def _cell(gates: Tensor, c: Tensor, hidden: int) -> tuple[Tensor, Tensor, Tensor]:
+    """One LSTM cell from its summed gate inputs (N, 4H): (output, h, c). The gates are split
+    at a constant width ``hidden`` (one Split node; ``chunk`` would be traced as a dozen shape
+    computations and slices, each a node onnxruntime runs per call)."""
+    i, f, g, o = gates.split(hidden, dim=1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     h = torch.sigmoid(o) * torch.tanh(c)
     return h, h, c
@@ -385,23 +388,21 @@ class OnnxPredictionJoint:
         self.vocab_sizes = tuple(r.vocab_size for r in routes)
         self.state_shape = (model.predictor.num_layers, model.predictor.output_dim)
         self.joint_dim = model.joiner.pred_proj.out_features
-        # onnxruntime's Python binding looks each output name up per call; a list of them is
-        # cheaper than None
-        self._pred_out = ["pred", "h_out", "c_out"]
-        self._joint_out = ["log_probs"]
+        # called many times a frame, on inputs fixed here: without the binding's checks
+        self._predict = runner(predictor, ["pred", "h_out", "c_out"])
+        self._joint = runner(joiner, ["log_probs"])
 
     def slot(self, language: str | None) -> int:
         return slot_of(self.model, language)
 
     def step(self, tokens: np.ndarray, slots: np.ndarray, h: np.ndarray, c: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pred, h, c = self.predictor.run(self._pred_out, {"tokens": tokens, "slots": slots,
-                                                         "h": h, "c": c})
+        pred, h, c = self._predict({"tokens": tokens, "slots": slots, "h": h, "c": c})
         return pred, h, c
 
     def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
                   slots: np.ndarray) -> Tensor:
-        (lp,) = self.joiner.run(self._joint_out, {
+        (lp,) = self._joint({
             "frames": np.ascontiguousarray(frames.numpy()), "frame_of": frame_of,
             "pred": pred, "slots": slots})
         return torch.from_numpy(lp)
