@@ -237,3 +237,42 @@ def test_nfc_and_nfd_spellings_score_as_equal_by_default(ref, hyp):
 def test_unknown_normalization_is_refused():
     with pytest.raises(ValueError, match="normalization must be one of"):
         wer(["a"], ["a"], normalization="NFX")
+
+
+# --- pool_runs: repeats (seeds) of one system on the same utterances ---------------------------
+
+def test_pooled_runs_sum_each_utterance_and_average_the_rate_by_words():
+    from speechlab.metrics import paired_bootstrap, pool_runs
+
+    refs, ids = ["a b c d", "e f"], ["u1", "u2"]
+    runs = [wer(refs, ["a b c d", "e"], ids=ids),        # 1 error on u2
+            wer(refs, ["a x c", "e f g"], ids=ids),       # 2 on u1, 1 on u2
+            wer(refs, ["a b c d", "e f"], ids=ids)]       # none
+    pooled = pool_runs(runs)
+    assert [(u.utt_id, u.ref_len, u.errors) for u in pooled.per_utterance] == [
+        ("u1", 12, 2), ("u2", 6, 2)]
+    assert pooled.ref_words == 18 and pooled.errors == 4
+    assert pooled.wer == pytest.approx(sum(r.errors for r in runs) / sum(r.ref_words for r in runs))
+    assert pooled.sentences == 2 and pooled.sentence_errors == 2
+    assert pool_runs(runs[:1]) == runs[0]  # one run is itself
+    # paired against a pooled baseline, utterance by utterance
+    base = pool_runs([wer(refs, ["x", "x"], ids=ids)] * 3)
+    pb = paired_bootstrap(base, pooled, num_resamples=200)
+    assert pb.delta == pytest.approx(pooled.wer - base.wer) and pb.prob_improvement == 1.0
+
+
+def test_pooling_runs_of_other_utterances_or_references_is_refused():
+    from speechlab.errors import DataError
+    from speechlab.metrics import pool_runs
+
+    a = wer(["a b", "c"], ["a b", "c"], ids=["u1", "u2"])
+    with pytest.raises(DataError, match="run 1 does not list the same named utterances"):
+        pool_runs([a, wer(["c", "a b"], ["c", "a b"], ids=["u2", "u1"])])
+    with pytest.raises(DataError, match="utterance u2: 1 reference words in run 0 but 2"):
+        pool_runs([a, wer(["a b", "c d"], ["a b", "c"], ids=["u1", "u2"])])
+    with pytest.raises(DataError, match="run 1 is a char error rate"):
+        pool_runs([a, cer(["a b", "c"], ["a b", "c"], ids=["u1", "u2"])])
+    with pytest.raises(DataError, match="same named utterances"):
+        pool_runs([wer(["a"], ["a"]), wer(["a"], ["a"])])  # no ids
+    with pytest.raises(DataError, match="at least one"):
+        pool_runs([])

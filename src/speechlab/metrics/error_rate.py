@@ -282,6 +282,54 @@ def align_words(ref: str, hyp: str, *,
             for a, b in kaldialign.align(ri, hi, eps)]
 
 
+def pool_runs(results: Sequence[ErrorRate]) -> ErrorRate:
+    """One system's results on the same utterances from several runs (seeds) as one result
+    whose per-utterance entries sum the runs' counts on that utterance.
+
+    ``+`` pools *different* utterances (a test set's parts); this pools *repeats* of the same
+    ones, so a paired bootstrap of two pooled systems (:func:`~speechlab.metrics.stats.
+    paired_bootstrap`, :func:`~speechlab.metrics.stats.werr_interval`) still resamples
+    utterances, each carrying every run's errors on it: the interval of a difference between
+    systems averaged over the runs. The pooled rate is the runs' word-weighted mean.
+    """
+    if not results:
+        raise DataError("pool_runs needs at least one result")
+    first = results[0]
+    ids = [u.utt_id for u in first.per_utterance]
+    for k, r in enumerate(results):
+        if r.unit != first.unit:
+            raise DataError(f"run {k} is a {r.unit} error rate, run 0 a {first.unit} one")
+        got = [u.utt_id for u in r.per_utterance]
+        if not got or got != ids or None in got:
+            raise DataError(f"run {k} does not list the same named utterances as run 0 "
+                            f"(pooling runs needs each result's per-utterance entries, with ids, "
+                            f"in one order)")
+        for u, v in zip(first.per_utterance, r.per_utterance):
+            if u.ref_len != v.ref_len:
+                raise DataError(f"utterance {u.utt_id}: {u.ref_len} reference {first.unit}s in "
+                                f"run 0 but {v.ref_len} in run {k}; the runs need the same "
+                                "references")
+    per_utt = tuple(UtteranceErrors(
+        utt_id=entries[0].utt_id,
+        ref_len=sum(e.ref_len for e in entries),
+        hyp_len=sum(e.hyp_len for e in entries),
+        substitutions=sum(e.substitutions for e in entries),
+        deletions=sum(e.deletions for e in entries),
+        insertions=sum(e.insertions for e in entries),
+    ) for entries in zip(*(r.per_utterance for r in results)))
+    return ErrorRate(
+        substitutions=sum(r.substitutions for r in results),
+        deletions=sum(r.deletions for r in results),
+        insertions=sum(r.insertions for r in results),
+        ref_words=sum(r.ref_words for r in results),
+        hyp_words=sum(r.hyp_words for r in results),
+        sentences=len(per_utt),
+        sentence_errors=sum(1 for u in per_utt if u.errors > 0),
+        unit=first.unit,
+        per_utterance=per_utt,
+    )
+
+
 def word_weighted_average(results: Mapping[str, ErrorRate]) -> float:
     """Average WER over test sets weighted by their reference words, as a fraction.
 
