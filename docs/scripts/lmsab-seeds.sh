@@ -16,21 +16,24 @@ export PYTHONPATH=$CODE/src OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 SPEECHLAB_PROGRE
 PRETRAINED=$SCAN/$POINT/models/pretrained
 [ -e "$SCAN/$POINT/DONE" ] || { echo "$POINT has not finished pre-training"; exit 2; }
 # The point's own pre-training settings (so the run's plan names the same pre-trained model),
-# three variants: the original, the paper's headline (upper blocks, following the diagnosis),
-# and the small run's best; the LM search at beam 50 only.
+# the small recipe's five models (the diagnosis-driven ones fall back to the paper's lists
+# scaled to 6 blocks when it finds no vertical or diagonal block), the LM search at beam 50.
 SETS=(pretrain.optim.lr=0.002 pretrain.max_steps=32000 pretrain.schedule.warmup_steps=3200
-      "variants={Orig: '', L_B6-11: 'diagnosis:vertical|4-5', L_B2-12: '2-6'}"
+      "variants={Orig: '', L_B6-11: 'diagnosis:vertical|4-5', L_B2-12: '2-6', L_B1-12: '1-6', L_B2-5: 'diagnosis:diagonal|2-3'}"
       "beams=[50]" "lm_weights=[0.3, 0.6, 1.0]")
+# DONE holds the settings a seed finished with: with others (e.g. more variants) it runs
+# again, training only the models it lacks and decoding again (seconds per model).
+KEY="${SETS[*]}"
 mkdir -p "$OUT"
 for seed in $SEEDS; do
   dir=$OUT/s$seed
-  [ -e "$dir/DONE" ] && { echo "seed $seed: done"; continue; }
+  [ "$(cat "$dir/DONE" 2>/dev/null)" = "$KEY" ] && { echo "seed $seed: done"; continue; }
   mkdir -p "$dir/models"
   [ -e "$dir/models/pretrained" ] || cp -al "$PRETRAINED" "$dir/models/pretrained"
   echo "$(date -u +%FT%TZ) seed $seed: fine-tuning and decoding" | tee -a "$OUT/seeds.log"
   nice -n 5 "$PY" -m speechlab reproduce local-attention --scale scan --out "$dir" \
     --corpus "$SCAN/tiny-fbank/corpus" --jobs 1 --set "${SETS[@]}" "seed=$seed" \
     >>"$OUT/s$seed.log" 2>&1
-  touch "$dir/DONE"
+  printf '%s' "$KEY" > "$dir/DONE"
   echo "$(date -u +%FT%TZ) seed $seed: done" | tee -a "$OUT/seeds.log"
 done
