@@ -103,6 +103,22 @@ class ErrorRate:
             raise ValueError("inconsistent ErrorRate counts: sentence_errors > sentences")
 
     @classmethod
+    def of(cls, per_utterance: Sequence[UtteranceErrors], unit: str = "word") -> ErrorRate:
+        """The pooled counts of ``per_utterance``, keeping the entries."""
+        per_utt = tuple(per_utterance)
+        return cls(
+            substitutions=sum(u.substitutions for u in per_utt),
+            deletions=sum(u.deletions for u in per_utt),
+            insertions=sum(u.insertions for u in per_utt),
+            ref_words=sum(u.ref_len for u in per_utt),
+            hyp_words=sum(u.hyp_len for u in per_utt),
+            sentences=len(per_utt),
+            sentence_errors=sum(1 for u in per_utt if u.errors > 0),
+            unit=unit,
+            per_utterance=per_utt,
+        )
+
+    @classmethod
     def empty(cls, unit: str = "word") -> ErrorRate:
         """The neutral element of ``+`` (no utterances)."""
         return cls(0, 0, 0, 0, 0, 0, 0, unit=unit)
@@ -234,17 +250,7 @@ def _score(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None,
         r, h = tokenize(norm(ref)), tokenize(norm(hyp))
         d = kaldialign.edit_distance(r, h)
         per_utt.append(UtteranceErrors(utt, len(r), len(h), d["sub"], d["del"], d["ins"]))
-    return ErrorRate(
-        substitutions=sum(u.substitutions for u in per_utt),
-        deletions=sum(u.deletions for u in per_utt),
-        insertions=sum(u.insertions for u in per_utt),
-        ref_words=sum(u.ref_len for u in per_utt),
-        hyp_words=sum(u.hyp_len for u in per_utt),
-        sentences=len(per_utt),
-        sentence_errors=sum(1 for u in per_utt if u.errors > 0),
-        unit=unit,
-        per_utterance=tuple(per_utt),
-    )
+    return ErrorRate.of(per_utt, unit)
 
 
 def wer(refs: Sequence[str], hyps: Sequence[str], ids: Sequence[str] | None = None, *,
@@ -317,17 +323,7 @@ def pool_runs(results: Sequence[ErrorRate]) -> ErrorRate:
         deletions=sum(e.deletions for e in entries),
         insertions=sum(e.insertions for e in entries),
     ) for entries in zip(*(r.per_utterance for r in results)))
-    return ErrorRate(
-        substitutions=sum(r.substitutions for r in results),
-        deletions=sum(r.deletions for r in results),
-        insertions=sum(r.insertions for r in results),
-        ref_words=sum(r.ref_words for r in results),
-        hyp_words=sum(r.hyp_words for r in results),
-        sentences=len(per_utt),
-        sentence_errors=sum(1 for u in per_utt if u.errors > 0),
-        unit=first.unit,
-        per_utterance=per_utt,
-    )
+    return ErrorRate.of(per_utt, first.unit)
 
 
 def word_weighted_average(results: Mapping[str, ErrorRate]) -> float:
