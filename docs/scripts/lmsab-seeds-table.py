@@ -4,7 +4,10 @@ pre-trained model (``docs/scripts/lmsab-seeds.sh``: one run directory ``OUT/s<se
 For each model and decoding: the test WER of every seed, their mean, and the WER reduction
 against Orig with its 95% interval from a paired bootstrap over the test utterances of the
 seeds pooled (``speechlab.metrics.pool_runs``: each utterance carries every seed's errors on
-it), with the probability that the variant makes fewer errors; the same for CER. Read from
+it), with the probability that the variant makes fewer errors, and the reduction seed by
+seed (against Orig of the same seed: the same batches and masks); the same for CER. The pooled
+interval counts the utterances' variation, not the seeds': the per-seed column shows the
+latter. Read from
 the hypotheses each run keeps (``RUN/hyps/<model>_<decoding>.txt``, ``RUN/hyps/ref.txt``) and
 the blocks each run's Table 1 names (``RUN/results.json``); seeds still running are left out.
 
@@ -70,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     per_seed = {s: [scored(run, s) for _, run in runs] for s in systems}
     seeds = [seed for seed, _ in runs]
     header = (["Model", "LMSAB blocks", "Decoding"] + [f"WER s{s}" for s in seeds]
-              + ["WER pooled", "WERR vs Orig [95%]", "P(better)", "CER pooled",
-                 "CERR vs Orig [95%]"])
+              + ["WER pooled", "WERR vs Orig [95%]", "P(better)", "WERR per seed",
+                 "CER pooled", "CERR vs Orig [95%]"])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
 
     def order(system: str) -> tuple:
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         row += [f"{100 * w.wer:.2f}"]
         base = f"Orig_{decoding}"
         if model == "Orig" or base not in per_seed:
-            row += ["", "", f"{100 * c.wer:.2f}", ""]
+            row += ["", "", "", f"{100 * c.wer:.2f}", ""]
         else:
             bw = pool_runs([x[0] for x in per_seed[base]])
             bc = pool_runs([x[1] for x in per_seed[base]])
@@ -96,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             clo, chi = werr_interval(bc, c)
             row += [f"{werr(bw.wer, w.wer):+.1f}% [{lo:+.1f}, {hi:+.1f}]",
                     f"{paired_bootstrap(bw, w).prob_improvement:.2f}",
+                    ", ".join(f"{werr(b[0].wer, x[0].wer):+.1f}"
+                              for b, x in zip(per_seed[base], per_seed[system])),
                     f"{100 * c.wer:.2f}", f"{werr(bc.wer, c.wer):+.1f}% [{clo:+.1f}, {chi:+.1f}]"]
         lines.append("| " + " | ".join(row) + " |")
     text = "\n".join(lines) + (
