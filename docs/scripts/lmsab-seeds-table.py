@@ -16,10 +16,11 @@ the blocks each run's Table 1 names (``RUN/results.json``); seeds still running 
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 from pathlib import Path
+
+from _table_cli import arguments, emit
 
 from speechlab.metrics import cer, paired_bootstrap, pool_runs, wer, werr, werr_interval
 from speechlab.report.results import Results
@@ -50,10 +51,7 @@ def blocks_of(run: Path) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out", type=Path, help="the directory holding s0, s1, ... run directories")
-    p.add_argument("--markdown", type=Path, default=None, help="also write the table here")
-    a = p.parse_args(argv)
+    a = arguments(__doc__, "the directory holding s0, s1, ... run directories", argv, run=False)
     runs = finished_runs(a.out)
     if not runs:
         print(f"{a.out}: no finished seed run (s<N>/results.json); nothing to tabulate",
@@ -107,10 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n\n{len(ids)} test utterances, {sum(len(t.split()) for t in refs.values())} words; "
         f"seeds {', '.join(map(str, seeds))}; intervals: paired bootstrap over the utterances "
         "of the seeds pooled (1000 replicates)\n")
-    print(text, end="")
-    if a.markdown:
-        a.markdown.write_text(text, encoding="utf-8")
-    return 0
+    return emit(text, a.markdown)
 
 
 if __name__ == "__main__":

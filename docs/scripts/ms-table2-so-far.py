@@ -15,9 +15,10 @@ as that code writes it): for a run from a frozen checkout, ``PYTHONPATH=CHECKOUT
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+
+from _table_cli import arguments, emit
 
 from speechlab.config import load_config
 from speechlab.experiment.decoded import DIR_NAME, decoding_key, load_decoded
@@ -44,14 +45,8 @@ def kept(run: Path, job) -> object | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", type=Path, help="the run directory (speechlab reproduce ... --out)")
-    p.add_argument("--markdown", type=Path, default=None, help="also write the tables here")
-    a = p.parse_args(argv)
+    a = arguments(__doc__, "the run directory (speechlab reproduce ... --out)", argv)
     config = a.run / "config.yaml"
-    if not config.is_file():
-        print(f"{a.run}: no config.yaml; not a run directory", file=sys.stderr)
-        return 2
     paper = get_paper("multisoftmax")
     plan = paper.plan(load_config(paper.config_class, config))
     decodes = {j.name: j for j in plan if type(j).__name__ == "DecodeJob"}
@@ -82,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n\n".join(t.to_markdown() for t in tables)
     if waiting:
         text += "\n\nNot decoded yet: " + ", ".join(waiting) + "."
-    print(text)
-    if a.markdown:
-        a.markdown.write_text(text + "\n")
-    return 0
+    return emit(text + "\n", a.markdown)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,11 @@ the running training last wrote (it is replaced atomically).
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+
+from _table_cli import arguments, emit
 
 from speechlab.config import load_config
 from speechlab.metrics import mean_difference_interval
@@ -43,14 +44,8 @@ def best_so_far(model_dir: Path) -> tuple[int | None, float | None, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("run", type=Path, help="the run directory (speechlab reproduce salad --out)")
-    p.add_argument("--markdown", type=Path, default=None, help="also write the table here")
-    a = p.parse_args(argv)
+    a = arguments(__doc__, "the run directory (speechlab reproduce salad --out)", argv)
     config = a.run / "config.yaml"
-    if not config.is_file():
-        print(f"{a.run}: no config.yaml; not a run directory", file=sys.stderr)
-        return 2
     from speechlab.tts.evaluate import evaluate
     from speechlab.tts.model import load
 
@@ -85,10 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines) + (
         f"\n\n{len(data.test)} test utterances; the Big SALAD's checkpoint: best dev MCD "
         f"{dev:.3f} dB at update {step} (the log's last update: {last}).\n")
-    print(text, end="")
-    if a.markdown:
-        a.markdown.write_text(text, encoding="utf-8")
-    return 0
+    return emit(text, a.markdown)
 
 
 if __name__ == "__main__":
