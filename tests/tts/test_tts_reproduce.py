@@ -1,6 +1,7 @@
 """`speechlab reproduce salad --scale ci` end to end, then `speechlab synth` and the report."""
 
 import json
+import re
 import shutil
 import warnings
 
@@ -46,6 +47,8 @@ def test_tables_figures_and_sounds(run):
     t3 = tables["table3"]
     # tiny models on four inputs: timing noise, so only a finite fit per model is asked for
     assert len(t3["rows"]) == 6 and all(np.isfinite(r[1]) for r in t3["rows"])
+    # the timings say what else the machine was doing
+    assert re.search(r"load average \d+\.\d\d on \d+ CPUs", t3["caption"])
     paths = [f["path"] for f in results["figures"]]
     assert "fig2_f0_histogram.png" in paths and "fig3_latency.png" in paths
     sounds = [p for p in paths if p.endswith(".wav")]

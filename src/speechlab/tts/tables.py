@@ -18,7 +18,8 @@ from speechlab.report import Figure, Results, Table
 from speechlab.tts.evaluate import (Evaluation, f0_track, phone_mean_baseline, score_predictions,
                                     voiced_std)
 from speechlab.tts.features import TtsData
-from speechlab.tts.latency import LatencyCurve, latency_curve, long_input, torch_threads
+from speechlab.tts.latency import (LatencyCurve, latency_curve, long_input, machine_load,
+                                   torch_threads)
 from speechlab.tts.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
 
 TABLE2_CAPTION = (
@@ -121,6 +122,7 @@ def fig3_table3(cfg: SaladConfig, data: TtsData, out: Path) -> tuple[Figure, Tab
     from speechlab.report.plots import new_figure, save_figure
 
     curves = latency_curves(cfg, data, out)
+    load = machine_load()
     fig = new_figure()
     ax = fig.add_subplot()
     for c in curves:
@@ -133,11 +135,12 @@ def fig3_table3(cfg: SaladConfig, data: TtsData, out: Path) -> tuple[Figure, Tab
     save_figure(fig, out / "fig3_latency.png")
     figure = Figure("fig3_latency.png", f"Fig. 3: CPU inference time ({cfg.latency_threads} "
                     "threads) against generated duration, per test file and for long inputs "
-                    "made of test sentences; lines: RANSAC fits.")
+                    f"made of test sentences; lines: RANSAC fits ({load}).")
     which = ("the paper-sized models (Table 1)" if cfg.latency_models == "paper"
              else "the models this run trained")
     t3 = Table("table3", "Maximum inference latency of the RANSAC fit (Table 3), at the longest "
-               f"generated duration ({max(cfg.latency_lengths):g} s), for {which}.",
+               f"generated duration ({max(cfg.latency_lengths):g} s), for {which} "
+               f"({load}).",
                ["Model", "Max. latency [s]", "Slope [s/s]"],
                [[c.label, c.max_latency, c.slope] for c in curves],
                formats={"Max. latency [s]": "{:.3f}", "Slope [s/s]": "{:.4f}"})
