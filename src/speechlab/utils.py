@@ -335,3 +335,22 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def load_average() -> float | None:
+    """The machine's load average over the last minute (None where the system gives none)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def machine_load(loads: list[float | None] | None = None) -> str:
+    """What a caption says of the load timings were taken under (timings taken beside other
+    work are longer, and a reader should know by how much): the 1-minute load average now, or
+    the range of ``loads`` taken when each timing ended, against the machine's CPUs."""
+    got = [x for x in ([load_average()] if loads is None else loads) if x is not None]
+    if not got:
+        return "the machine's load was not recorded"
+    span = f"{min(got):.2f}" if max(got) - min(got) < 0.005 else f"{min(got):.2f}-{max(got):.2f}"
+    return f"1-minute load average {span} on {os.cpu_count()} CPUs when timed"

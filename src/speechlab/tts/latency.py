@@ -5,7 +5,6 @@ paper's Fig. 3 and Table 3), with a RANSAC line through the measurements.
 - :func:`long_input`: inputs of any length, made of test utterances one after another.
 - :func:`latency_curve`: one model timed on a list of inputs, and the fit (:func:`ransac_fit`).
 - :func:`torch_threads`: run a block with a given number of intra-op threads.
-- :func:`machine_load`: the load the timings were taken under, for their captions.
 
 Shapes: T frames, L input dims.
 """
@@ -13,7 +12,6 @@ Shapes: T frames, L input dims.
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -111,12 +109,3 @@ def torch_threads(n: int) -> Iterator[None]:
     finally:
         torch.set_num_threads(before)
 
-
-def machine_load() -> str:
-    """The machine's load average over the last minute against its CPUs, as a caption says
-    it: timings taken beside other work are longer, and a reader should know by how much."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:  # not every system reports one
-        return "the machine's load was not available"
-    return f"1-minute load average {load:.2f} on {os.cpu_count()} CPUs when timed"

@@ -18,9 +18,9 @@ from speechlab.report import Figure, Results, Table
 from speechlab.tts.evaluate import (Evaluation, f0_track, phone_mean_baseline, score_predictions,
                                     voiced_std)
 from speechlab.tts.features import TtsData
-from speechlab.tts.latency import (LatencyCurve, latency_curve, long_input, machine_load,
-                                   torch_threads)
+from speechlab.tts.latency import LatencyCurve, latency_curve, long_input, torch_threads
 from speechlab.tts.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
+from speechlab.utils import machine_load
 
 TABLE2_CAPTION = (
     "Objective results on the test set (Table 2): mel-cepstral distortion (c0 excluded), F0 "

@@ -48,6 +48,7 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     t7 = res.table("table7").rows
     assert t7[0][:2] == ["inf", "inf"] and t7[0][3] == pytest.approx(4.0)
     assert all(0 < r[3] <= 4.0 for r in t7)
+    assert "load average" in res.table("table7").caption
     assert [f.path for f in res.figures] == ["wer_vs_tavg.png", "dev_loss.png", "lid_accuracy.png"]
     assert all((out / f.path).stat().st_size > 0 for f in res.figures)
     # Every model's training is summarised from its log (17 models, each validated).

@@ -60,3 +60,8 @@ def test_table7_rows_follow_the_grid(tmp_path):
     assert table.rows[0][2:] == [0.0, 2.0, 500.0, 0.5, 100.0]
     assert table.rows[1][2:] == [25.0, 1.25, 200.0, 0.2, 75.0]
     assert (tmp_path / fig.path).is_file()
+    # the caption says what else shared the CPU while decoding
+    runs[0].load, runs[1].load = 0.5, 1.75
+    assert "load average 0.50-1.75 on" in early_stop_grid(cfg, runs, tmp_path)[0].caption
+    runs[0].load = runs[1].load = None  # decoded before the load was recorded
+    assert "load was not recorded" in early_stop_grid(cfg, runs, tmp_path)[0].caption

@@ -24,6 +24,7 @@ from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
 from speechlab.asr.rnnt.search import decode
 from speechlab.experiment.scoring import Scored, score
 from speechlab.text.graphemes import GraphemeTokenizer, join_symbols
+from speechlab.utils import load_average
 
 
 def text_of(model: RNNT, tokens: Sequence[int], language: str | None,
@@ -61,7 +62,8 @@ def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str
 class LidFreeRun:
     """LID-free decoding of a set of utterances: the LID pick's and the oracle's hypotheses,
     the language picked (averaged posteriors) and the true one per utterance id, T_avg, CPU and
-    audio seconds; ``picked_log``: the language the summed log-posteriors pick."""
+    audio seconds; ``picked_log``: the language the summed log-posteriors pick; ``load``: the
+    machine's 1-minute load average when decoding ended (what else shared the CPU)."""
 
     lid: Scored
     oracle: Scored
@@ -71,6 +73,7 @@ class LidFreeRun:
     cpu_seconds: float
     audio_seconds: float
     picked_log: dict[str, str] = field(default_factory=dict)
+    load: float | None = None
 
 
 def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],
@@ -91,4 +94,4 @@ def decode_without_language(model: RNNT, utts: Sequence[Utterance], tokenizers: 
     audio = sum(u.num_frames for u in utts) / 100
     return LidFreeRun(score(utts, hyps, cpu), score(utts, oracle), picked,
                       {u.id: u.language for u in utts}, sum(t_avgs) / max(len(t_avgs), 1), cpu, audio,
-                      picked_log)
+                      picked_log, load_average())

@@ -21,6 +21,7 @@ from speechlab.experiment.scoring import (Scored, curves_from_logs, error_rate_t
 from speechlab.metrics.lid import lid_accuracy, script_of
 from speechlab.report import Figure, Results, Table
 from speechlab.report.plots import line_plot, panel_plot
+from speechlab.utils import machine_load
 
 PAPER_NAMES = {"en": "En-IN", "hi": "Hi-IN", "ta": "Ta-IN", "gu": "Gu-IN"}
 
@@ -164,7 +165,8 @@ def early_stop_grid(cfg: MultiSoftmaxConfig, runs: Sequence[LidFreeRun], out: Pa
     table = Table(name="table7", caption=f"Early stopping trade-off on the {lang_name} test set "
                   f"({n} utterances; Table 7). tau in encoder frames ({10 * cfg.dims().subsampling} ms); "
                   "decode time is "
-                  "process CPU time of encoder + LID head + all running decoders, measured.",
+                  "process CPU time of encoder + LID head + all running decoders, measured "
+                  f"({machine_load([r.load for r in runs])}).",
                   columns=["tau", "s_th", "WER", "T_avg", "CPU ms/utt", "RTF", "LID acc."],
                   rows=rows, formats={"WER": "{:.2f}", "T_avg": "{:.2f}", "CPU ms/utt": "{:.1f}",
                                       "RTF": "{:.3f}", "LID acc.": "{:.1f}"})
