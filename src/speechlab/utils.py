@@ -352,5 +352,6 @@ def machine_load(loads: list[float | None] | None = None) -> str:
     got = [x for x in ([load_average()] if loads is None else loads) if x is not None]
     if not got:
         return "the machine's load was not recorded"
-    span = f"{min(got):.2f}" if max(got) - min(got) < 0.005 else f"{min(got):.2f}-{max(got):.2f}"
+    low, high = f"{min(got):.2f}", f"{max(got):.2f}"
+    span = low if low == high else f"{low}-{high}"
     return f"1-minute load average {span} on {os.cpu_count()} CPUs when timed"
