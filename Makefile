@@ -9,7 +9,7 @@ DEMO_OUT ?= exp/demo
 # Tests and the demo are sized for 2 cores; more threads only add contention.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup debian test demo bench clean
+.PHONY: setup debian test test-kernels test-loaded test-portable fingerprint demo bench clean
 
 setup: debian $(STAMP)
 
@@ -38,8 +38,32 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest -q -x --durations=15 tests
 
-demo: setup
-	$(VENV)/bin/speechlab demo --out $(DEMO_OUT)
+# The tests whose outcome rests on floating-point kernels (marker `numerics`), again on
+# PyTorch's other SIMD paths: what a CPU without AVX-512 (avx2) or without AVX (default)
+# computes. CI runs `make test-kernels KERNELS=default`.
+KERNELS ?= default avx2
+test-kernels: setup
+	@for k in $(KERNELS); do \
+	  echo "== numerics tests with ATEN_CPU_CAPABILITY=$$k"; \
+	  ATEN_CPU_CAPABILITY=$$k $(PY) -m pytest -q -x -p no:cacheprovider -m numerics tests || exit 1; \
+	done
+
+# The whole suite while other processes keep every core busy.
+test-loaded: setup
+	$(PY) -m speechlab.testing.cpu_hog -- $(PY) -m pytest -q -x -p no:cacheprovider tests
+
+# Both: what `make test` must survive on a new or busy machine.
+test-portable: test-kernels test-loaded
+
+# The ci-scale tables on pinned kernels (speechlab.testing.ci_tables), recorded for this
+# machine: run before a restructuring; the suite then compares against it exactly.
+fingerprint: setup
+	$(PY) -m speechlab.testing.ci_tables tests/experiment/ci_tables.json
+
+# The set-up is timed here and shown in the demo's summary beside the demo's own time.
+demo:
+	@t0=$$(date +%s); $(MAKE) --no-print-directory setup || exit 1; t1=$$(date +%s); \
+	$(VENV)/bin/speechlab demo --out $(DEMO_OUT) --setup-seconds $$((t1 - t0))
 
 bench: setup
 	$(PY) benchmarks/run_all.py

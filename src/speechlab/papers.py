@@ -113,7 +113,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from speechlab.experiment.runner import budget_lines, load_run, run_reproductions
+    from speechlab.experiment.runner import load_run, run_reproductions
     from speechlab.report import write_report
 
     start = time.time()
@@ -125,13 +125,31 @@ def _run_demo(args: argparse.Namespace) -> int:
     report = write_report([s.out for s in summaries], out / "report")
     total = (time.time() - start) / 60
     budget = sum(p.demo_minutes for p in papers)
-    print("time per paper (its preparation and report plus its jobs' time over the workers; "
-          "its budget):")
-    for line in budget_lines(summaries):
-        print("  " + line)
-    print(f"  {'all':<14} {'demo':<8} {total:6.1f} min of {budget:.1f}")
+    for line in demo_summary(summaries, total, budget, args.setup_seconds):
+        print(line)
     print(f"report: {report}")
     return 0
+
+
+def demo_summary(summaries: Sequence[Any], minutes: float, budget: float,
+                 setup_seconds: float | None = None) -> list[str]:
+    """The lines ``speechlab demo`` ends with: each paper's share of the time against its
+    budget, the demo's own minutes against the sum of the budgets, and, when the set-up was
+    timed (``make demo`` passes it), the set-up and the time from ``make demo`` to the report."""
+    from speechlab.experiment.runner import budget_lines
+
+    lines = ["time per paper (its preparation and report plus its jobs' time over the workers; "
+             "its budget):"]
+    lines += ["  " + line for line in budget_lines(summaries)]
+    verdict = "within budget" if minutes <= budget else "OVER BUDGET"
+    lines.append(f"  {'all':<14} {'demo':<8} {minutes:6.1f} min of {budget:.1f} ({verdict})")
+    if setup_seconds is not None:
+        setup = setup_seconds / 60
+        lines.append(f"  {'set-up':<14} {'':<8} {setup:6.1f} min (`make setup`: Debian and "
+                     "Python packages; nothing when already done)")
+        lines.append(f"  {'in all':<14} {'':<8} {setup + minutes:6.1f} min from `make demo` to "
+                     "the report")
+    return lines
 
 
 def _run_papers(args: argparse.Namespace) -> int:
@@ -196,6 +214,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="jobs run at a time, one process and one thread each (default: 2)")
     d.add_argument("--papers", nargs="*", choices=sorted(PAPERS), default=None,
                    help="only these papers (default: all)")
+    d.add_argument("--setup-seconds", type=bounded(float, ge=0, why="a duration"), default=None,
+                   help="seconds the set-up took before the demo (`make demo` passes it), shown "
+                   "in the summary beside the demo's own time")
     d.set_defaults(func=_run_demo, outputs={"out": "run"})
 
     q = sub.add_parser("papers", help="the papers: scales, models of the demo plan, switches")

@@ -11,12 +11,6 @@ from speechlab.errors import ConfigError, SpeechlabError
 from speechlab.experiment.scheduler import Work, WorkerDied, check_dependencies, run_jobs
 
 
-def _sleep_then_echo(payload):
-    key, seconds = payload
-    time.sleep(seconds)
-    return (key, os.getpid(), time.monotonic())
-
-
 def _wait_for_marker_or_mark(payload):
     """`long` finishes only once `after_seed` has run (or after 60 s): no wall-clock race."""
     key, marker = payload
@@ -31,10 +25,19 @@ def _wait_for_marker_or_mark(payload):
 
 
 def _fail_on(payload):
-    if payload == "bad":
+    """``bad`` fails; ``slow`` holds its worker until it is terminated (it waits for a marker
+    nobody writes), so whichever worker starts first, ``bad`` fails while ``slow`` still runs:
+    no sleep decides the order. If the scheduler waited for ``slow`` instead of stopping, the
+    run would end only after ``slow``'s 120 s deadline, with ``slow`` and ``later`` reported
+    done."""
+    kind, marker = payload
+    if kind == "bad":
         raise SpeechlabError("job bad is broken on purpose")
-    time.sleep(0.3)
-    return payload
+    if kind == "slow":
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return kind
 
 
 def _die(payload):
@@ -90,14 +93,17 @@ def test_setup_runs_once_in_each_worker():
     assert {tag for tag, _ in out.values()} == {"loaded"}
 
 
-def test_a_failure_stops_the_run_with_the_jobs_own_error():
-    items = [Work("bad", "bad"), Work("slow", "slow"), Work("later", "later", needs=("slow",))]
+def test_a_failure_stops_the_run_with_the_jobs_own_error(tmp_path):
+    never = str(tmp_path / "never-written")
+    items = [Work("bad", ("bad", never)), Work("slow", ("slow", never)),
+             Work("later", ("later", never), needs=("slow",))]
     ran = []
     with pytest.raises(SpeechlabError, match="broken on purpose"):
         run_jobs(items, _fail_on, workers=2, on_done=lambda k, v, s: ran.append(k))
-    assert "later" not in ran
+    # Stopped at bad's failure: slow was terminated, not waited for, so later never started.
+    assert ran == []
     with pytest.raises(SpeechlabError, match="broken on purpose"):
-        run_jobs(items, _fail_on, workers=1)
+        run_jobs(items, _fail_on, workers=1)  # in order: bad first, nothing after it
 
 
 def test_a_worker_that_dies_is_named():

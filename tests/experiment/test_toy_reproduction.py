@@ -70,6 +70,14 @@ def test_two_papers_share_one_scheduler_and_report_their_budgets(tmp_path):
     for d in ("a", "b"):
         assert Results.load(tmp_path / d).scale == "demo"
 
+    from speechlab.papers import demo_summary
+
+    lines = demo_summary(summaries, 4.0, 5.0, setup_seconds=150)
+    assert "4.0 min of 5.0 (within budget)" in lines[-3]
+    assert lines[-2].split()[:3] == ["set-up", "2.5", "min"]
+    assert lines[-1].split()[:3] == ["in", "all", "6.5"]
+    assert "OVER BUDGET" in demo_summary(summaries, 5.5, 5.0)[-1]  # no set-up line without it
+
 
 def test_a_paper_cannot_run_twice_in_one_call(tmp_path):
     from speechlab.errors import ConfigError

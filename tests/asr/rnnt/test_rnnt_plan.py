@@ -89,3 +89,23 @@ def test_train_first_moves_the_named_trainings_to_the_front():
     assert sum(isinstance(j, DecodeJob) and j.model.name in cfg.train_first for j in plan) == 2
     with pytest.raises(ConfigError, match="train_first"):
         MultiSoftmaxPaper().plan(MultiSoftmaxConfig(train_first=("mono_fr",)))
+
+
+def test_systems_train_only_the_named_models_and_decode_only_theirs():
+    cfg = MultiSoftmaxConfig(languages=("en", "hi"), grid_language="hi",
+                             systems=("vanilla", "multisoftmax_lid"))
+    plan = MultiSoftmaxPaper().plan(cfg)
+    assert sorted(j.name for j in plan if isinstance(j, TrainJob)) == ["multisoftmax_lid", "vanilla"]
+    decodes = [j for j in plan if isinstance(j, DecodeJob)]
+    assert {j.model.name for j in decodes} == {"vanilla", "multisoftmax_lid"}
+    assert sum(j.options.grid for j in decodes) == len(cfg.early_stop_grid)
+    # without the LID model there is nothing to decode LID-free
+    plan = MultiSoftmaxPaper().plan(MultiSoftmaxConfig(systems=("multisoftmax", "ft_ms_hi")))
+    assert {j.name for j in plan if isinstance(j, DecodeJob)} == {"multisoftmax", "ft_ms_hi"}
+
+
+@pytest.mark.parametrize("systems, message", [(("mono_xx",), r"\['mono_xx'\] are not models"),
+                                              (("ft_ms_hi",), "starts from multisoftmax")])
+def test_bad_systems_are_refused(systems, message):
+    with pytest.raises(ConfigError, match=message):
+        MultiSoftmaxPaper().plan(MultiSoftmaxConfig(systems=systems))

@@ -41,7 +41,7 @@ class TopologiesPaper:
     name = "topologies"
     title = "CTC-like topologies and Viterbi decoding"
     scales = ("ci", "demo", "small")
-    demo_minutes = 4.0
+    demo_minutes = 3.5
     config_class = TopologiesConfig
     switches = ()
 

@@ -38,6 +38,24 @@ from speechlab.report import Results
 log = logging.getLogger(__name__)
 
 
+def _only(trains: list[Train], systems: tuple[str, ...]) -> list[Train]:
+    """The trainings named in ``systems`` (all when it is empty), refusing a name the plan does
+    not have and a fine-tuning whose seed model is left out."""
+    if not systems:
+        return trains
+    names = {t.name for t in trains}
+    unknown = [n for n in systems if n not in names]
+    if unknown:
+        raise ConfigError(f"systems: {unknown} are not models of the plan; its models: "
+                          f"{', '.join(t.name for t in trains)}")
+    kept = [t for t in trains if t.name in systems]
+    for t in kept:
+        if t.init_from is not None and t.init_from.name not in systems:
+            raise ConfigError(f"systems: {t.name} starts from {t.init_from.name}, which is "
+                              "not trained; add it to systems")
+    return kept
+
+
 class MultiSoftmaxPaper:
     """The multi-softmax RNN-T paper (Joshi et al.) as a
     :class:`~speechlab.experiment.reproduction.Reproduction`."""
@@ -45,7 +63,7 @@ class MultiSoftmaxPaper:
     name = "multisoftmax"
     title = "Multi-softmax RNN-T"
     scales = ("ci", "demo", "small", "converged", "paper-shape")
-    demo_minutes = 10.0
+    demo_minutes = 6.0
     config_class = MultiSoftmaxConfig
     switches = ()
 
@@ -75,12 +93,16 @@ class MultiSoftmaxPaper:
                          init_from=multi["onehot"], cost=0.2) for lang in langs]
         trains += [Train(f"ft_ms_{lang}", ModelSpec("mono", (lang,)),
                          init_from=multi["multisoftmax"], cost=0.2) for lang in langs]
-        lid = multi["multisoftmax_lid"]
-        grid = (cfg.grid_language,) if cfg.grid_language else ()
-        decodes: list[Decode] = [Decode("lid_free", lid, DecodeOptions(early_stop=(math.inf, math.inf)))]
-        decodes += [Decode(f"grid_{i}", lid, DecodeOptions(grid, early_stop=tuple(pair), grid=True))
-                    for i, pair in enumerate(cfg.early_stop_grid)]
-        decodes += [Decode(v, multi[v], DecodeOptions()) for v in MULTILINGUAL]
+        trains = _only(trains, cfg.systems)
+        kept = {t.name for t in trains}
+        decodes: list[Decode] = []
+        if "multisoftmax_lid" in kept:
+            lid = multi["multisoftmax_lid"]
+            grid = (cfg.grid_language,) if cfg.grid_language else ()
+            decodes += [Decode("lid_free", lid, DecodeOptions(early_stop=(math.inf, math.inf)))]
+            decodes += [Decode(f"grid_{i}", lid, DecodeOptions(grid, early_stop=tuple(pair), grid=True))
+                        for i, pair in enumerate(cfg.early_stop_grid)]
+        decodes += [Decode(v, multi[v], DecodeOptions()) for v in MULTILINGUAL if v in kept]
         decodes += [Decode(t.name, t, DecodeOptions(t.spec.languages)) for t in trains
                     if t.spec.languages]
         unknown = [n for n in cfg.train_first if n not in {t.name for t in trains}]

@@ -46,6 +46,19 @@ def _fine_tuned_from(variant: str) -> Callable[[Decode], bool]:
     return lambda j: j.model.init_from is not None and j.model.init_from.spec.variant == variant
 
 
+def _first(found: list):
+    return found[0] if found else None
+
+
+def _rows(*rows: tuple[str, object]) -> list[tuple[str, object]]:
+    """The rows whose system the plan trained and decoded (a scale may train only some)."""
+    return [(name, scored) for name, scored in rows if scored is not None]
+
+
+def _reduction_caption(rows: Sequence[tuple[str, object]]) -> str:
+    return f"relative to {rows[0][0]}" if rows else ""
+
+
 def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job],
                          decoded: Mapping[Decode, object], out: Path, scale: str) -> Results:
     langs = data.languages
@@ -54,49 +67,70 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
     trains: list[Train] = [j for j in plan if isinstance(j, TrainJob)]
     mono_jobs = [j for j in trains if j.spec.variant == "mono" and j.init_from is None]
     # The paper's order (the plan's is by cost): models from scratch, then fine-tuned ones.
-    first = [j.name for j in mono_jobs] + list(MULTILINGUAL)
+    names_trained = {j.name for j in trains}
+    multilingual = [v for v in MULTILINGUAL if v in names_trained]
+    first = [j.name for j in mono_jobs] + multilingual
     trained = first + [j.name for j in trains if j.init_from is not None]
-    mono_scored = merge(_decodings(plan, decoded, _from_scratch("mono")))
-    known = {v: _decodings(plan, decoded, _from_scratch(v))[0] for v in MULTILINGUAL}
-    ft_scored = {v: merge(_decodings(plan, decoded, _fine_tuned_from(v)))
-                 for v in ("onehot", "multisoftmax")}
-    lid_free: LidFreeRun = _decodings(plan, decoded, lambda j: j.options.early_stop is not None
-                                      and not j.options.grid)[0]
+    mono_scored = (merge(_decodings(plan, decoded, _from_scratch("mono"))) if mono_jobs
+                   else None)
+    known = {v: _first(_decodings(plan, decoded, _from_scratch(v))) for v in MULTILINGUAL}
+    ft_scored = {v: (merge(parts) if (parts := _decodings(plan, decoded, _fine_tuned_from(v)))
+                     else None) for v in ("onehot", "multisoftmax")}
+    lid_free: LidFreeRun | None = _first(_decodings(
+        plan, decoded, lambda j: j.options.early_stop is not None and not j.options.grid))
     grid = _decodings(plan, decoded, lambda j: j.options.grid)
 
-    table2_rows = [("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
-                   ("Multilingual Onehot", known["onehot"]), ("Multi-softmax", known["multisoftmax"]),
-                   ("Multi-softmax LSP", known["multisoftmax_lsp"])]
-    table4_rows = [("Multilingual Vanilla", known["vanilla"]), ("Multi-softmax LID", lid_free.lid),
-                   ("Multi-softmax LID Oracle", lid_free.oracle)]
+    table2_rows = _rows(("Monolingual", mono_scored), ("Multilingual Vanilla", known["vanilla"]),
+                        ("Multilingual Onehot", known["onehot"]),
+                        ("Multi-softmax", known["multisoftmax"]),
+                        ("Multi-softmax LSP", known["multisoftmax_lsp"]))
+    table3_rows = _rows(("Monolingual", mono_scored), ("Onehot finetuning", ft_scored["onehot"]),
+                        ("Multi-softmax finetuning", ft_scored["multisoftmax"]))
+    table4_rows = _rows(("Multilingual Vanilla", known["vanilla"]),
+                        ("Multi-softmax LID", lid_free.lid if lid_free else None),
+                        ("Multi-softmax LID Oracle", lid_free.oracle if lid_free else None))
     names = {"column_names": PAPER_NAMES}
-    tables = [
-        error_rate_table("table2", "WER[%] with the input language known (Table 2). Avg. is "
-                         "word-weighted; WERR relative to Monolingual.", table2_rows, langs, **names),
-        error_rate_table("table3", "WER[%] of monolingual models from scratch vs. fine-tuned "
-                         "from a multilingual seed (Table 3).", [
-                             ("Monolingual", mono_scored), ("Onehot finetuning", ft_scored["onehot"]),
-                             ("Multi-softmax finetuning", ft_scored["multisoftmax"])], langs, **names),
-        error_rate_table("table4", "WER[%] with the input language unknown (Table 4): MS LID "
-                         "runs one decoder per language on one encoder pass and picks by "
-                         "averaged LID posteriors.", table4_rows, langs, **names),
-        lid_table(known["vanilla"], lid_free, test, langs),
-        param_table(cfg.preset, {name: load(models_dir / name) for name in first}),
-    ]
-    grid_table, grid_fig = early_stop_grid(cfg, grid, out)
-    tables.append(grid_table)
+    tables = []
+    if table2_rows:
+        tables.append(error_rate_table(
+            "table2", "WER[%] with the input language known (Table 2). Avg. is word-weighted; "
+            f"WERR {_reduction_caption(table2_rows)}.", table2_rows, langs, **names))
+    if table3_rows:
+        tables.append(error_rate_table(
+            "table3", "WER[%] of monolingual models from scratch vs. fine-tuned from a "
+            f"multilingual seed (Table 3); WERR {_reduction_caption(table3_rows)}.", table3_rows,
+            langs, **names))
+    if table4_rows:
+        tables.append(error_rate_table(
+            "table4", "WER[%] with the input language unknown (Table 4): MS LID runs one decoder "
+            "per language on one encoder pass and picks by averaged LID posteriors; WERR "
+            f"{_reduction_caption(table4_rows)}.", table4_rows, langs, **names))
+    if lid_free is not None:
+        tables.append(lid_table(known["vanilla"], lid_free, test, langs))
+    tables.append(param_table(cfg.preset, {name: load(models_dir / name) for name in first}))
+    figures = []
+    if grid:
+        grid_table, grid_fig = early_stop_grid(cfg, grid, out)
+        tables.append(grid_table)
+        figures.append(grid_fig)
     # Character error rates of Tables 2 and 4: at small scales they move before WER does.
-    tables.append(error_rate_table("table2_cer", "CER[%] of the Table 2 systems (character-"
-                                   "weighted average; CERR: relative reduction vs. "
-                                   "Monolingual).", table2_rows, langs, unit="chars", **names))
-    tables.append(error_rate_table("table4_cer", "CER[%] of the Table 4 systems.", table4_rows,
-                                   langs, unit="chars", **names))
-    write_hyps(out / "hyps", test, {"mono": mono_scored, **known, "ft_onehot": ft_scored["onehot"],
-                                    "ft_multisoftmax": ft_scored["multisoftmax"],
-                                    "ms_lid": lid_free.lid, "ms_lid_oracle": lid_free.oracle})
+    if table2_rows:
+        tables.append(error_rate_table("table2_cer", "CER[%] of the Table 2 systems (character-"
+                                       "weighted average; CERR "
+                                       f"{_reduction_caption(table2_rows)}).", table2_rows,
+                                       langs, unit="chars", **names))
+    if table4_rows:
+        tables.append(error_rate_table("table4_cer", "CER[%] of the Table 4 systems (CERR "
+                                       f"{_reduction_caption(table4_rows)}).", table4_rows,
+                                       langs, unit="chars", **names))
+    hyps = {"mono": mono_scored, **known, "ft_onehot": ft_scored["onehot"],
+            "ft_multisoftmax": ft_scored["multisoftmax"],
+            "ms_lid": lid_free.lid if lid_free else None,
+            "ms_lid_oracle": lid_free.oracle if lid_free else None}
+    write_hyps(out / "hyps", test, {k: v for k, v in hyps.items() if v is not None})
     tables.append(training_table(models_dir, trained, caption=TRAINING_CAPTION))
-    figures = [grid_fig, *training_figures(
-        models_dir, {j.spec.languages[0]: j.name for j in mono_jobs}, MULTILINGUAL, out)]
+    figures += training_figures(models_dir, langs, {j.spec.languages[0]: j.name for j in mono_jobs},
+                                multilingual, out)
     return Results(title=f"Multi-softmax RNN-T reproduction ({scale} scale)", tables=tables,
                    figures=figures, notes=notes(cfg, scale, data, test))
 
@@ -186,11 +220,13 @@ def notes(cfg: MultiSoftmaxConfig, scale: str, data: Data, test: Sequence[Uttera
     own = f" ({own})" if own else ""
     summary = f"{cfg.summary.strip()}\n\n" if cfg.summary.strip() else ""
     dropout = "" if cfg.dropout is None else f", dropout {cfg.dropout:g}"
+    systems = (f" Models trained at this scale: {', '.join(cfg.systems)} (the paper's other "
+               "systems and their rows are left out)." if cfg.systems else "")
     return (
         f"{summary}Scale `{scale}` (preset `{cfg.preset}`{dropout}): {cfg.train.max_steps} updates "
         f"per multilingual model{own}, {cfg.mono_steps} per monolingual model, "
         f"{cfg.finetune.max_steps} fine-tuning updates; languages drawn by hours ** "
-        f"{cfg.task.language_alpha:g}.\n\n"
+        f"{cfg.task.language_alpha:g}.{systems}\n\n"
         f"Training audio: {hours}. Vocabularies with blank: {sizes}. Test utterances: {counts}. "
         f"Skipped or flagged utterances: {skipped}.\n\n"
         "The embedded corpus is synthetic (espeak-ng voices reading real sentences), so absolute WERs "
@@ -201,15 +237,15 @@ def notes(cfg: MultiSoftmaxConfig, scale: str, data: Data, test: Sequence[Uttera
     )
 
 
-def training_figures(models_dir: Path, mono: Mapping[str, str], multilingual: Sequence[str],
-                     out: Path) -> list[Figure]:
+def training_figures(models_dir: Path, langs: Sequence[str], mono: Mapping[str, str],
+                     multilingual: Sequence[str], out: Path) -> list[Figure]:
     """From the models' logs: one panel per language of that language's dev loss against
-    updates, its monolingual model (``mono``: language -> model) next to every multilingual
-    one (which spend only part of their updates on it); and, for a model with a LID head, its
-    dev LID accuracy."""
+    updates, its monolingual model (``mono``: language -> model, where one was trained) next to
+    every multilingual one (which spend only part of their updates on it); and, for a model
+    with a LID head, its dev LID accuracy."""
     panels = {}
-    for lang, mono_model in mono.items():
-        series = {"mono": (mono_model, "loss")}
+    for lang in langs:
+        series = {"mono": (mono[lang], "loss")} if lang in mono else {}
         series.update({n: (n, f"loss_{lang}") for n in multilingual})
         xs, ys = curves_from_logs(models_dir, series)
         if ys:
@@ -220,7 +256,7 @@ def training_figures(models_dir: Path, mono: Mapping[str, str], multilingual: Se
                    ylabel="dev RNN-T loss / utt.", title="Dev loss per language during training")
         figures.append(Figure(path="dev_loss.png", caption="Dev RNN-T loss per utterance of each "
                               "language against updates: the monolingual model and each "
-                              "multilingual one (whose updates are shared by four languages)."))
+                              "multilingual one (whose updates are shared by all its languages)."))
     lid_x, lid_y = curves_from_logs(models_dir, {n: (n, "lid_acc") for n in multilingual},
                                     scale=100.0)
     if lid_y:
