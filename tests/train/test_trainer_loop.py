@@ -339,3 +339,56 @@ def test_the_time_spent_waiting_for_batches_is_logged_and_survives_resume(tmp_pa
     result = Trainer(nn.Linear(3, 1, bias=False), task, cfg(max_steps=6), tmp_path).fit()
     last = [r for r in read_log(result.log_path) if r["kind"] == "train"][-1]
     assert last["step"] == 6 and 0.18 <= last["data_time"] <= last["time"]
+
+
+class PlantedClock:
+    """``time.monotonic`` for the trainer: it moves only when a batch is collated, by
+    ``per_batch`` seconds, so a time limit binds at a known update whatever the machine."""
+
+    def __init__(self, per_batch: float) -> None:
+        self.now, self.per_batch = 1000.0, per_batch
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class ClockedTask(LinearTask):
+    def __init__(self, clock, *args, **kw):
+        super().__init__(*args, **kw)
+        self.clock = clock
+
+    def collate(self, idx):
+        self.clock.now += self.clock.per_batch
+        return super().collate(idx)
+
+
+def test_a_time_limit_ends_the_run_early_for_good(tmp_path, monkeypatch):
+    import types
+
+    from speechlab.train import trainer as trainer_module
+
+    clock = PlantedClock(per_batch=20.0)  # each update takes 20 s of the planted clock
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(monotonic=clock.monotonic))
+    torch.manual_seed(0)
+    task = ClockedTask(clock, [[1, 2, 3]] * 8, metrics=[3.0, 2.0, 1.0])
+    limited = cfg(max_steps=8, max_minutes=1.0, valid_every=5, checkpoint_every=2)
+    result = Trainer(nn.Linear(3, 1, bias=False), task, limited, tmp_path).fit()
+    # 60 s are reached after update 3: it is the last, validated and checkpointed like one.
+    assert result.steps == 3
+    records = read_log(result.log_path)
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3]
+    assert [r["step"] for r in records if r["kind"] == "valid"] == [3]
+    assert (tmp_path / "ckpt-00000003.pt").exists()
+    # Run again: the run is over, nothing more is trained.
+    again = Trainer(nn.Linear(3, 1, bias=False), ClockedTask(clock, [[1, 2, 3]] * 8,
+                                                              metrics=[0.5]),
+                    limited, tmp_path).fit()
+    assert again.steps == 3
+    assert [r["step"] for r in read_log(result.log_path) if r["kind"] == "train"] == [1, 2, 3]
+    # Without the limit the same run goes on to max_steps, as a raised max_steps would.
+    more = Trainer(nn.Linear(3, 1, bias=False), ClockedTask(clock, [[1, 2, 3]] * 8,
+                                                             metrics=[0.5, 0.4]),
+                   cfg(max_steps=8, valid_every=5, checkpoint_every=2), tmp_path).fit()
+    assert more.steps == 8
+    assert [r["step"] for r in read_log(result.log_path) if r["kind"] == "train"] == \
+        list(range(1, 9))

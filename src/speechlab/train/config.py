@@ -84,6 +84,10 @@ class TrainConfig:
     early_stop_min_delta: float = ranged(0.0, ge=0)
     # Stop after this many validations without improvement; 0 never stops early.
     patience: int = ranged(0, ge=0)
+    # Stop after this many minutes of training (counted over resumes, validation included) even
+    # if max_steps is not reached; 0: no limit. For runs that must end in time on any machine
+    # (the demo): where the limit binds, fewer updates are made and the log says so.
+    max_minutes: float = ranged(0.0, ge=0)
     # Give up (with an error) after this many non-finite batches in a row: the run has diverged.
     max_consecutive_nonfinite: int = ranged(100, ge=1)
     seed: int = ranged(0, ge=0)

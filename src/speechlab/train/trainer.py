@@ -331,7 +331,10 @@ class Trainer:
         # keeps its usual effect (the run resumes from its last periodic checkpoint).
         with _stop_requests(self.dist.world_size == 1) as stop:
             try:
-                while self.step < cfg.max_steps and not self.state.stopped:
+                # A run resumed past its time limit is over (every rank read the same elapsed
+                # time from the checkpoint); in the loop the limit ends it like max_steps.
+                timed_out = bool(cfg.max_minutes) and self.state.elapsed >= 60 * cfg.max_minutes
+                while self.step < cfg.max_steps and not self.state.stopped and not timed_out:
                     step = self.step + 1  # the update being attempted
                     if isinstance(self.task, StepAwareTask):
                         self.task.set_step(self.step)
@@ -371,7 +374,8 @@ class Trainer:
                     self.state.consecutive_nonfinite = 0
                     self.state.elapsed = elapsed_before + time.monotonic() - started
                     self._window.add(loss.item(), float(weight), stats, grad_norm.item())
-                    finished = step >= cfg.max_steps
+                    timed_out = self._out_of_time(step)
+                    finished = step >= cfg.max_steps or timed_out
 
                     if step % cfg.log_every == 0 or finished:
                         record = self._log_train(step, lr)
@@ -409,6 +413,19 @@ class Trainer:
             best_checkpoint=best if self.state.best_step and best.exists() else None)
 
     # -- pieces of the loop --------------------------------------------------------------------
+
+    def _out_of_time(self, step: int) -> bool:
+        """``max_minutes`` of training have passed: the run ends after this update, as if it
+        were the last (validated, checkpointed); resumed with the same limit, it stays ended."""
+        if not self.cfg.max_minutes:
+            return False
+        # Clocks differ across ranks; rank 0's decides so that every rank stops together.
+        over = distributed.broadcast_object(self.state.elapsed >= 60 * self.cfg.max_minutes)
+        if over:
+            logger.warning("stopping after update %d of %d: the %g-minute time limit "
+                           "(train.max_minutes) is reached", step, self.cfg.max_steps,
+                           self.cfg.max_minutes)
+        return over
 
     def _skip(self, step: int, batch: Any, what: str, loss: torch.Tensor) -> None:
         """Count and log a batch whose loss or gradient is not finite; give up if it keeps
