@@ -154,6 +154,18 @@ def test_language_batches_resume():
                    steps_before=5000, steps_after=200)  # crosses a draw block
 
 
+def test_cycled_languages_come_in_turn_and_resume():
+    s = LanguageBatches(LANGS, weights={"hi": 1.0, "ta": 5.0, "gu": 0.1}, batch_size=4, seed=3,
+                        cycle=True)
+    langs = [b.language for b in take(s, 30)]
+    assert langs == ["gu", "hi", "ta"] * 10  # weights ignored, sorted order, every 3 batches
+    assert_resumes(lambda: LanguageBatches(LANGS, batch_size=5, seed=2, cycle=True),
+                   steps_before=100, steps_after=50)
+    # grouped three to an update, every update has one batch of each language
+    groups = GroupedBatches(LanguageBatches(LANGS, batch_size=4, cycle=True), 3)
+    assert all(sorted(b.language for b in g) == ["gu", "hi", "ta"] for g in take(groups, 20))
+
+
 def test_language_ranks_share_languages_and_split_items():
     w = {"hi": 1.0, "ta": 1.0, "gu": 1.0}
     ranks = [LanguageBatches(LANGS, weights=w, batch_size=3, seed=8, rank=r, world_size=2)

@@ -241,6 +241,10 @@ class LanguageBatches:
         durations, batch_size, max_frames, bucket_pool, seed, rank, world_size: as in
             :class:`BucketBatches`, applied within each language.
 
+        cycle: instead of drawing, take the languages in turn (sorted), each once in every
+            ``L`` batches, weights ignored: grouped ``L`` to an update, every update then has
+            one batch of each language.
+
     Yields :class:`LanguageBatch`. Every rank draws the same language sequence; within a
     language epoch each rank takes its own share of the batches.
     """
@@ -248,7 +252,7 @@ class LanguageBatches:
     def __init__(self, languages: Sequence[str], *, weights: Mapping[str, float] | None = None,
                  durations: Sequence[float] | None = None, batch_size: int | None = None,
                  max_frames: float | None = None, bucket_pool: int = 256, seed: int = 0,
-                 rank: int = 0, world_size: int = 1) -> None:
+                 rank: int = 0, world_size: int = 1, cycle: bool = False) -> None:
         self.batching = Batching(batch_size, max_frames, bucket_pool, seed, rank, world_size)
         self.batching.check_durations(durations, len(languages))
         by_lang: dict[str, list[int]] = {}
@@ -274,6 +278,7 @@ class LanguageBatches:
             raise DataError("all language sampling weights are zero")
         self.probabilities = np.array([float(weights[lang]) / total
                                        for lang in self.language_names])
+        self.cycle = cycle
         self._items = {lang: np.array(by_lang[lang]) for lang in self.language_names}
         self.durations = durations
         self.num_items = len(languages)
@@ -289,6 +294,8 @@ class LanguageBatches:
 
     def language_at(self, n: int) -> str:
         """The language of the n-th batch (0-based), identical on every rank."""
+        if self.cycle:
+            return self.language_names[n % len(self.language_names)]
         block, offset = divmod(n, _DRAW_BLOCK)
         if self._block is None or self._block[0] != block:
             rng = np.random.default_rng([self.seed, _STREAM_LANGUAGE_DRAWS, block])

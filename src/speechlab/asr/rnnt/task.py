@@ -61,6 +61,10 @@ class TaskConfig:
     # hours (the paper's natural mix), 0 uniformly, 0.5 in between (the usual multilingual
     # temperature sampling with T = 1 / alpha). Not in the paper below 1.
     language_alpha: float = ranged(1.0, ge=0, le=1)
+    # "drawn": each batch's language drawn by the weights above; "cycle": the languages in
+    # turn, so that with batches_per_update equal to the number of languages every update has
+    # one batch of each (the LID head's bias then never follows the last language seen).
+    language_order: Literal["drawn", "cycle"] = "drawn"
     loss: Literal["full", "fused"] = "full"
     spec_augment: bool = True
     valid_utterances: int = ranged(200, ge=1)
@@ -136,7 +140,8 @@ class RNNTTask:
         sampler = LanguageBatches([u.language for u in self.train], weights=self.sampling,
                                   durations=[u.num_frames for u in self.train],
                                   max_frames=self.cfg.max_frames, seed=self.seed, rank=self.rank,
-                                  world_size=self.world_size)
+                                  world_size=self.world_size,
+                                  cycle=self.cfg.language_order == "cycle")
         if self.cfg.batches_per_update == 1:
             return MapBatches(sampler, self._collate)
         return MapBatches(GroupedBatches(sampler, self.cfg.batches_per_update), self._collate_group)
