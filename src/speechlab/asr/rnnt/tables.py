@@ -222,11 +222,13 @@ def notes(cfg: MultiSoftmaxConfig, scale: str, data: Data, test: Sequence[Uttera
     dropout = "" if cfg.dropout is None else f", dropout {cfg.dropout:g}"
     systems = (f" Models trained at this scale: {', '.join(cfg.systems)} (the paper's other "
                "systems and their rows are left out)." if cfg.systems else "")
+    order = (f"the languages' batches in turn, {cfg.task.batches_per_update} per update"
+             if cfg.task.language_order == "cycle"
+             else f"languages drawn by hours ** {cfg.task.language_alpha:g}")
     return (
         f"{summary}Scale `{scale}` (preset `{cfg.preset}`{dropout}): {cfg.train.max_steps} updates "
         f"per multilingual model{own}, {cfg.mono_steps} per monolingual model, "
-        f"{cfg.finetune.max_steps} fine-tuning updates; languages drawn by hours ** "
-        f"{cfg.task.language_alpha:g}.{systems}\n\n"
+        f"{cfg.finetune.max_steps} fine-tuning updates; {order}.{systems}\n\n"
         f"Training audio: {hours}. Vocabularies with blank: {sizes}. Test utterances: {counts}. "
         f"Skipped or flagged utterances: {skipped}.\n\n"
         "The embedded corpus is synthetic (espeak-ng voices reading real sentences), so absolute WERs "
@@ -254,9 +256,10 @@ def training_figures(models_dir: Path, langs: Sequence[str], mono: Mapping[str, 
     if panels:
         panel_plot(panels, path=out / "dev_loss.png", xlabel="update",
                    ylabel="dev RNN-T loss / utt.", title="Dev loss per language during training")
+        which = "the monolingual model and each" if mono else "each"
         figures.append(Figure(path="dev_loss.png", caption="Dev RNN-T loss per utterance of each "
-                              "language against updates: the monolingual model and each "
-                              "multilingual one (whose updates are shared by all its languages)."))
+                              f"language against updates: {which} multilingual one (whose "
+                              "updates are shared by all its languages)."))
     lid_x, lid_y = curves_from_logs(models_dir, {n: (n, "lid_acc") for n in multilingual},
                                     scale=100.0)
     if lid_y:
