@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from speechlab.audio.io import validate_cut
 from speechlab.data import corpus as corpus_mod
 from speechlab.data.corpus import (
+    BASE_VOICES,
+    BUILT_SPLITS,
     SPLITS,
+    UNSEEN,
     CorpusConfig,
     load_cuts,
     make_asr_corpus,
@@ -82,10 +85,44 @@ def test_test_voices_are_held_out(tiny):
     speakers = {split: {c.supervisions[0].speaker for c in cuts}
                 for split, cuts in _cuts(tiny).items()}
     for spk in speakers["test"]:
-        assert spk.split("+")[1] in cfg.test_variants
+        family, _, variant = spk.partition("+")
+        if variant:  # espeak-ng: a held-out variant
+            assert variant in cfg.test_variants
+        else:  # festival: one recorded speaker, heard in training (in-domain)
+            assert BASE_VOICES[family].engine == "festival"
+            assert any(family in fams for fams in cfg.voices.values())
     for spk in speakers["train"] | speakers["dev"]:
-        assert spk.split("+")[1] in VARIANTS and spk.split("+")[1] not in cfg.test_variants
-    assert not speakers["test"] & (speakers["train"] | speakers["dev"])
+        family, _, variant = spk.partition("+")
+        if variant:
+            assert variant in VARIANTS and variant not in cfg.test_variants
+        else:
+            assert BASE_VOICES[family].engine == "festival"
+
+
+def test_unseen_split_is_the_test_sentences_by_voices_training_never_heard(tiny):
+    cfg = CorpusConfig.tiny()
+    cuts = {split: list(load_cuts(tiny, split)) for split in BUILT_SPLITS}
+    heard = {c.supervisions[0].speaker for s in ("train", "dev") for c in cuts[s]}
+    assert cuts[UNSEEN] and len(cuts[UNSEEN]) == len(cuts["test"])
+    test_text = {(c.supervisions[0].language, c.supervisions[0].text) for c in cuts["test"]}
+    for cut in cuts[UNSEEN]:
+        sup = cut.supervisions[0]
+        assert (sup.language, sup.text) in test_text
+        assert sup.speaker not in heard
+        family = sup.speaker.partition("+")[0]
+        assert family in cfg.unseen_voices[sup.language]
+    engines = {c.supervisions[0].custom["engine"] for s in cuts.values() for c in s}
+    assert engines == {"espeak-ng", "festival"}
+
+
+def test_a_festival_voice_cannot_be_both_heard_and_unseen():
+    with pytest.raises(ConfigError, match="unseen_voices.en.*en-ked.*also speak in training"):
+        CorpusConfig(voices={"en": {"en-us": 1.0, "en-ked": 1.0}, "hi": {"hi": 1.0},
+                             "ta": {"ta": 1.0}, "gu": {"gu": 1.0}})
+    with pytest.raises(ConfigError, match="unknown speaker famil"):
+        CorpusConfig(unseen_voices={"en": {"en-nobody": 1.0}})
+    with pytest.raises(ConfigError, match="channels: unknown channel"):
+        CorpusConfig(channels=("carrier-pigeon",))
 
 
 def _manifest_lines(corpus_dir: Path) -> dict[str, list[str]]:
@@ -216,7 +253,7 @@ def test_a_build_keeps_imported_splits_and_refuses_to_replace_one(tiny, tmp_path
     _imported(out, "mucs", tmp_path)
     make_asr_corpus(CorpusConfig.tiny(), out, progress=False)
     info = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
-    assert sorted(info["splits"]) == ["dev", "mucs", "test", "train"]
+    assert sorted(info["splits"]) == ["dev", "mucs", "test", "train", "unseen"]
     assert [c.id for c in load_cuts(out, "mucs")] == ["a"]
     assert (Path(next(iter(load_cuts(out, "mucs"))).recording.sources[0].source)).is_file()
     # An imported train split is not replaced without --overwrite...

@@ -30,7 +30,8 @@ def test_make_tiny_corpus_and_info(tmp_path, capsys, harvested):
     capsys.readouterr()
     assert main(["data", "info", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "train   hi" in printed and "test speakers (held out)" in printed
+    assert "train   hi" in printed and "test speakers:" in printed
+    assert "unseen-voice speakers (no training utterance): gu-nsk" in printed
 
 
 def test_errors_are_printed_without_traceback(tmp_path, capsys):

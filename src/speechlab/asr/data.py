@@ -18,10 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from speechlab.audio.features import load_features
+from speechlab.audio.augment import AugmentPlan, apply_effects, draw_effects
+from speechlab.audio.features import FbankConfig, fbank, load_features
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.errors import DataError
 from speechlab.text.normalize import normalize_text
@@ -47,6 +49,8 @@ class Utterance:
     feats: Tensor
     text: str
     tokens: tuple[int, ...] | None
+    # int16 samples at 16 kHz, kept only for training utterances augmented on the fly.
+    audio: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_frames(self) -> int:
@@ -99,10 +103,12 @@ class SkipReport:
 
 
 def load_utterances(cuts, tokenizers: Mapping[str, Tokenizer], cmvn: GlobalCMVN | None,
-                    *, min_frames: int = 1, split: str = "") -> tuple[list[Utterance], SkipReport]:
+                    *, min_frames: int = 1, split: str = "",
+                    keep_audio: bool = False) -> tuple[list[Utterance], SkipReport]:
     """Cuts with features -> utterances; skipped ones are counted by reason and logged.
 
     ``min_frames`` is the fewest 10 ms frames an utterance needs (one model output frame).
+    ``keep_audio``: also hold each utterance's samples, for :class:`WaveAugment`.
     An utterance whose transcript holds a symbol outside its tokenizer is kept for scoring with
     ``tokens=None`` and counted as flagged.
     """
@@ -133,7 +139,12 @@ def load_utterances(cuts, tokenizers: Mapping[str, Tokenizer], cmvn: GlobalCMVN 
             continue
         if cmvn is not None:
             feats = cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
-        out.append(Utterance(cut.id, lang, feats.float(), normalize_text(sup.text, lang), tokens))
+        audio = None
+        if keep_audio:
+            audio = np.clip(np.round(cut.load_audio()[0] * 32768.0), -32768, 32767
+                            ).astype(np.int16)
+        out.append(Utterance(cut.id, lang, feats.float(), normalize_text(sup.text, lang), tokens,
+                             audio))
     if skipped.total:
         log.warning("%s: skipped/flagged %d utterance(s): %s", split or "split", skipped.total,
                     skipped.summary())
@@ -153,22 +164,66 @@ class Batch:
     target_lens: Tensor
 
 
+class WaveAugment:
+    """Speaker and channel effects drawn afresh every time a training utterance is batched
+    (:mod:`speechlab.audio.augment`): its samples go through a chain drawn from ``plan``, then
+    fbank and the run's CMVN, so each epoch hears another room, line and level.
+
+    Cheap effects only (speed, reverb, noise and babble of the batch's other utterances, band
+    limits, telephone, gain): they cost a few milliseconds per second of audio, a small share
+    of a training step. The chain's seed comes from torch's global generator, which the trainer
+    checkpoints, so a resumed run draws what an uninterrupted one would have.
+    """
+
+    def __init__(self, plan: AugmentPlan, cmvn: GlobalCMVN | None,
+                 fbank_cfg: FbankConfig = FbankConfig()) -> None:
+        if plan.world_prob > 0:
+            raise DataError("on-the-fly augmentation has no 'world' effect (it costs more "
+                            "than a training step); give voices WORLD when the corpus is made")
+        self.plan, self.cmvn, self.fbank_cfg = plan, cmvn, fbank_cfg
+
+    def features(self, utts: Sequence[Utterance]) -> list[Tensor]:
+        """Fresh CMVN-normalised features of ``utts`` (each (T', F)), in order."""
+        import random
+
+        rng = random.Random(int(torch.randint(2**31 - 1, ())))
+        for u in utts:
+            if u.audio is None:
+                raise DataError(f"utterance {u.id}: no samples kept for on-the-fly "
+                                "augmentation (load_utterances(keep_audio=True))")
+        waves = [u.audio.astype(np.float64) / 32768.0 for u in utts]
+        out = []
+        for i, (u, x) in enumerate(zip(utts, waves)):
+            others = [w for j, w in enumerate(waves) if j != i][:3]
+            y = apply_effects(x, draw_effects(self.plan, rng), others)
+            feats = torch.from_numpy(fbank(np.clip(y, -1.0, 1.0), self.fbank_cfg))
+            if feats.shape[0] == 0:
+                feats = u.feats  # too short once sped up: the cached features instead
+            elif self.cmvn is not None:
+                feats = self.cmvn(feats[None], torch.tensor([feats.shape[0]]))[0][0]
+            out.append(feats.float())
+        return out
+
+
 def collate(utts: Sequence[Utterance], language: str | None = None,
-            label_map: Callable[[list[int]], list[int]] | None = None) -> Batch:
+            label_map: Callable[[list[int]], list[int]] | None = None,
+            feats: Sequence[Tensor] | None = None) -> Batch:
     """Pad ``utts`` into one :class:`Batch`.
 
     ``label_map`` rewrites each utterance's label ids (e.g. local ids -> the union ids of a
     pooled softmax); utterances without tokens get an empty target. ``language`` defaults to
-    the utterances' common language, None if they differ.
+    the utterances' common language, None if they differ. ``feats``: the utterances' features
+    to use instead of their own (augmented ones, :class:`WaveAugment`).
     """
     if not utts:
         raise DataError("collate: no utterances to put in a batch")
     if language is None and len({u.language for u in utts}) == 1:
         language = utts[0].language
-    lens = torch.tensor([u.num_frames for u in utts])
-    x = torch.zeros(len(utts), int(lens.max()), utts[0].feats.shape[1])
-    for i, u in enumerate(utts):
-        x[i, : u.num_frames] = u.feats
+    feats = [u.feats for u in utts] if feats is None else list(feats)
+    lens = torch.tensor([f.shape[0] for f in feats])
+    x = torch.zeros(len(utts), int(lens.max()), feats[0].shape[1])
+    for i, f in enumerate(feats):
+        x[i, : f.shape[0]] = f
     labels = [list(u.tokens or ()) for u in utts]
     if label_map is not None:
         labels = [label_map(t) for t in labels]

@@ -83,7 +83,12 @@ def _print_info(corpus_dir: Path) -> None:
                   f"{len(d['speakers']):>10}  {s.get('origin', '')}")
     synthetic = info.get("synthetic")
     if synthetic:
-        print("test speakers (held out):", ", ".join(synthetic["voices"].get("test", [])))
+        voices = synthetic["voices"]
+        print("test speakers:", ", ".join(voices.get("test", [])),
+              "(espeak-ng variants held out of training)")
+        if voices.get("unseen"):
+            print("unseen-voice speakers (no training utterance):",
+                  ", ".join(voices["unseen"]))
         missing = synthetic.get("missing_debian_packages")
         if missing:
             print("text sources missing (word-list top-up used):", ", ".join(missing))

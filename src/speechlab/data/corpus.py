@@ -33,6 +33,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import soundfile as sf
 
+from speechlab.audio.augment import CHANNEL_KINDS, AugmentPlan, Effect, draw_effects
 from speechlab.config import check_fields, ranged, to_dict
 from speechlab.data.synth import (
     NOISE_COLORS,
@@ -41,6 +42,7 @@ from speechlab.data.synth import (
     BatchSynthesizer,
     SynthRequest,
 )
+from speechlab.data import festival
 from speechlab.data.text_harvest import (
     LANGUAGES,
     Sentence,
@@ -58,27 +60,46 @@ from speechlab.utils import (
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "dev", "test")
+# The test sentences again, spoken by voices training never heard (CorpusConfig.unseen_voices).
+UNSEEN = "unseen"
+BUILT_SPLITS = (*SPLITS, UNSEEN)
 CORPUS_FORMAT = "speechlab-corpus/1"
 
 
 @dataclass(frozen=True)
 class BaseVoice:
-    """A speaker family: the espeak-ng voice it uses and how its text is turned into input."""
+    """A speaker family: the synthesizer (``engine``) and voice it uses, and how its text is
+    turned into input. espeak-ng families take a voice variant per utterance (``hi+f2``);
+    festival's voices are one recorded speaker each."""
 
-    espeak: str
+    voice: str
     accent: str = "native"
+    engine: str = "espeak-ng"
+
+    @property
+    def has_variants(self) -> bool:
+        return self.engine == "espeak-ng"
 
 
 # Speaker families by name. "en-in" is the Indian-English *approximation* (English phonemes in
-# the Hindi inventory, spoken by the Hindi voice; see speechlab.data.synth).
+# the Hindi inventory, spoken by the Hindi voice; see speechlab.data.synth). The festival
+# families are speechlab.data.festival's voices; "gu-nsk" and "ta-nsk" are the Hindi voice
+# reading Gujarati and Tamil text letter by letter in Devanagari: a Hindi speaker's reading,
+# the only voice other than espeak-ng's that those languages have here.
 BASE_VOICES: dict[str, BaseVoice] = {
     "en-in": BaseVoice("hi", "indian_english"),
     "en-gb": BaseVoice("en"),  # espeak-ng's British English voice is named "en"
     "en-us": BaseVoice("en-us"),
     "en-029": BaseVoice("en-029"),
+    "en-kal": BaseVoice("kal_diphone", engine="festival"),
+    "en-ked": BaseVoice("ked_diphone", engine="festival"),
+    "en-slt": BaseVoice("cmu_us_slt_arctic_hts", engine="festival"),
     "hi": BaseVoice("hi"),
+    "hi-nsk": BaseVoice("hindi_NSK_diphone", engine="festival"),
     "ta": BaseVoice("ta"),
+    "ta-nsk": BaseVoice("hindi_NSK_diphone", "devanagari", engine="festival"),
     "gu": BaseVoice("gu"),
+    "gu-nsk": BaseVoice("hindi_NSK_diphone", "devanagari", engine="festival"),
 }
 
 
@@ -89,13 +110,25 @@ def _default_minutes() -> dict[str, float]:
 
 
 def _default_voices() -> dict[str, dict[str, float]]:
-    # Sampling weights of speaker families per language; Indian English dominates English.
+    # Sampling weights of speaker families per language. English: espeak-ng's accents (Indian
+    # English first, as in the paper's data) and two of festival's recorded voices, one diphone
+    # man and the HTS woman; Hindi: espeak-ng and festival's Hindi diphone voice.
     return {
-        "en": {"en-in": 0.6, "en-gb": 0.2, "en-us": 0.15, "en-029": 0.05},
-        "hi": {"hi": 1.0},
+        "en": {"en-in": 0.3, "en-gb": 0.1, "en-us": 0.1, "en-029": 0.05, "en-kal": 0.25,
+               "en-slt": 0.2},
+        "hi": {"hi": 0.6, "hi-nsk": 0.4},
         "ta": {"ta": 1.0},
         "gu": {"gu": 1.0},
     }
+
+
+def _default_unseen_voices() -> dict[str, dict[str, float]]:
+    # What no training utterance is spoken by. English: festival's ked, a man recorded for
+    # another diphone voice. Hindi has no third voice here, so its unseen speakers are
+    # espeak-ng's held-out variants with the same test sentences. Tamil and Gujarati: the Hindi
+    # diphone voice reading them, a speaker and a synthesizer their training never heard.
+    return {"en": {"en-ked": 1.0}, "hi": {"hi": 1.0}, "ta": {"ta-nsk": 1.0},
+            "gu": {"gu-nsk": 1.0}}
 
 
 @dataclass(frozen=True)
@@ -111,11 +144,22 @@ class CorpusConfig:
         dev_fraction, test_fraction: share of each language's audio (and of its sentences).
         test_variants: espeak voice variants used only in test (held-out speakers).
         voices: per language, speaker family (key of BASE_VOICES) -> sampling weight.
+        unseen_voices: per language, the families of the ``unseen`` split: the test sentences
+            again, spoken by voices no training utterance has (a language without an entry
+            gets no unseen split). espeak-ng families there speak with ``test_variants``.
         rate_wpm, pitch, pitch_range, word_gap: (low, high) ranges sampled per utterance.
         noise_prob: probability that an utterance gets additive noise.
         noise_snr_db: (low, high) SNR range of that noise.
         noise_colors: noise colours sampled from (keys of synth.NOISE_COLORS).
         tempo_prob, tempo: probability and (low, high) range of a sox tempo change.
+        world_prob, f0_scale, formant_warp: share of utterances given another voice by WORLD
+            (F0 factor, vocal-tract warp; :mod:`speechlab.audio.augment`), and the ranges.
+        speed_prob, speed: speed perturbation.
+        reverb_prob, rt60: simulated rooms (reverberation time range, seconds).
+        babble_prob: share of the noisy utterances whose noise is other utterances (babble).
+        channel_prob, channels: telephone line, band limit or lossy codec (gsm, amr-nb,
+            vorbis).
+        gain_prob, gain_db: level changes.
         batch_size: utterances per synthesis batch (one fresh process each).
         workers: parallel synthesis processes.
         cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
@@ -131,6 +175,8 @@ class CorpusConfig:
     test_fraction: float = ranged(0.1, gt=0, lt=1)
     test_variants: tuple[str, ...] = ("m4", "f4")
     voices: dict[str, dict[str, float]] = ranged(default_factory=_default_voices, ge=0)
+    unseen_voices: dict[str, dict[str, float]] = ranged(default_factory=_default_unseen_voices,
+                                                        ge=0)
     # espeak-ng's ranges: -s 80..450 words per minute, -p and -a 0..99, -g in 10 ms units.
     rate_wpm: tuple[int, int] = ranged((140, 200), ge=80, le=450)
     pitch: tuple[int, int] = ranged((30, 70), ge=0, le=99)
@@ -141,6 +187,18 @@ class CorpusConfig:
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
     tempo_prob: float = ranged(0.0, ge=0, le=1)
     tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
+    world_prob: float = ranged(0.25, ge=0, le=1)
+    f0_scale: tuple[float, float] = ranged((0.8, 1.25), gt=0.25, lt=4)
+    formant_warp: tuple[float, float] = ranged((0.9, 1.12), gt=0.5, lt=2)
+    speed_prob: float = ranged(0.3, ge=0, le=1)
+    speed: tuple[float, float] = ranged((0.9, 1.1), gt=0.25, lt=4)
+    reverb_prob: float = ranged(0.3, ge=0, le=1)
+    rt60: tuple[float, float] = ranged((0.2, 0.7), gt=0, le=3)
+    babble_prob: float = ranged(0.25, ge=0, le=1)
+    channel_prob: float = ranged(0.25, ge=0, le=1)
+    channels: tuple[str, ...] = ("telephone", "bandpass", "gsm", "amr-nb", "vorbis")
+    gain_prob: float = ranged(0.5, ge=0, le=1)
+    gain_db: tuple[float, float] = ranged((-10.0, 6.0), ge=-40, le=20)
     batch_size: int = ranged(32, ge=1, le=4096, why="utterances held in memory at once")
     workers: int = ranged(2, ge=1, le=64, why="one synthesis process each")
     cache_dir: str | None = None
@@ -151,9 +209,23 @@ class CorpusConfig:
         return cls(utterances_per_language=6, seed=seed, dev_fraction=0.17, test_fraction=0.17,
                    batch_size=8)
 
+    @classmethod
+    def espeak_only(cls, **overrides: Any) -> CorpusConfig:
+        """The corpus before festival's voices and the speaker/channel effects: espeak-ng
+        voices, white/pink/brown noise, nothing else (the baseline the varied corpus is
+        measured against)."""
+        fields = dict(
+            voices={"en": {"en-in": 0.6, "en-gb": 0.2, "en-us": 0.15, "en-029": 0.05},
+                    "hi": {"hi": 1.0}, "ta": {"ta": 1.0}, "gu": {"gu": 1.0}},
+            world_prob=0.0, speed_prob=0.0, reverb_prob=0.0, babble_prob=0.0,
+            channel_prob=0.0, gain_prob=0.0)
+        fields.update(overrides)
+        return cls(**fields)
+
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("rate_wpm", "pitch", "pitch_range", "word_gap", "noise_snr_db", "tempo"):
+        for name in ("rate_wpm", "pitch", "pitch_range", "word_gap", "noise_snr_db", "tempo",
+                     "f0_scale", "formant_warp", "speed", "rt60", "gain_db"):
             low, high = getattr(self, name)
             if low > high:
                 raise ConfigError(f"{name} is a (low, high) range, got low {low} > high {high}")
@@ -165,13 +237,23 @@ class CorpusConfig:
         missing = sorted(langs - set(self.voices))
         if missing:
             raise ConfigError(f"no voices configured for language(s) {missing} (key 'voices')")
-        for lang, fams in self.voices.items():
-            bad = sorted(set(fams) - set(BASE_VOICES))
-            if bad:
-                raise ConfigError(f"voices.{lang}: unknown speaker famil(ies) {bad}; known: "
-                                  f"{list(BASE_VOICES)}")
-            if not fams or any(w < 0 for w in fams.values()) or sum(fams.values()) <= 0:
-                raise ConfigError(f"voices.{lang}: weights must be >= 0 with a positive sum")
+        for key, table in (("voices", self.voices), ("unseen_voices", self.unseen_voices)):
+            for lang, fams in table.items():
+                bad = sorted(set(fams) - set(BASE_VOICES))
+                if bad:
+                    raise ConfigError(f"{key}.{lang}: unknown speaker famil(ies) {bad}; known: "
+                                      f"{list(BASE_VOICES)}")
+                if not fams or any(w < 0 for w in fams.values()) or sum(fams.values()) <= 0:
+                    raise ConfigError(f"{key}.{lang}: weights must be >= 0 with a positive sum")
+        for lang, fams in self.unseen_voices.items():
+            # A festival voice is one speaker: in training it cannot be unseen. (espeak-ng
+            # families are unseen through their held-out variants.)
+            heard = sorted(f for f in fams if f in self.voices.get(lang, {})
+                           and not BASE_VOICES[f].has_variants)
+            if heard:
+                raise ConfigError(f"unseen_voices.{lang}: {heard} also speak in training "
+                                  f"(voices.{lang}); an unseen voice must be one training "
+                                  "never heard")
         bad_variants = sorted(set(self.test_variants) - set(VARIANTS))
         if bad_variants:
             raise ConfigError(f"test_variants: unknown espeak variant(s) {bad_variants}; "
@@ -180,6 +262,10 @@ class CorpusConfig:
             raise ConfigError("test_variants must hold out some, but not all, voice variants")
         if self.dev_fraction + self.test_fraction >= 1:
             raise ConfigError("dev_fraction and test_fraction must be > 0 and sum to < 1")
+        bad_channels = sorted(set(self.channels) - set(CHANNEL_KINDS))
+        if bad_channels:
+            raise ConfigError(f"channels: unknown channel(s) {bad_channels}; known: "
+                              f"{list(CHANNEL_KINDS)}")
         unknown_colors = sorted(set(self.noise_colors) - set(NOISE_COLORS))
         if not self.noise_colors or unknown_colors:
             raise ConfigError(f"noise_colors: unknown colour(s) {unknown_colors}; known: "
@@ -189,6 +275,34 @@ class CorpusConfig:
     def languages(self) -> tuple[str, ...]:
         """The corpus languages: the keys of ``minutes``, in :data:`LANGUAGES` order."""
         return tuple(lang for lang in LANGUAGES if lang in self.minutes)
+
+    @property
+    def augment_plan(self) -> AugmentPlan:
+        """The speaker and channel effects drawn per utterance (noise stays the request's own,
+        but for babble, which mixes other utterances and so is an effect)."""
+        return AugmentPlan(
+            world_prob=self.world_prob, f0_scale=self.f0_scale, formant_warp=self.formant_warp,
+            speed_prob=self.speed_prob, speed=self.speed, reverb_prob=self.reverb_prob,
+            rt60=self.rt60, channel_prob=self.channel_prob, channels=self.channels,
+            gain_prob=self.gain_prob, gain_db=self.gain_db)
+
+    def families(self, lang: str, split: str) -> dict[str, float]:
+        """The speaker families (-> weights) of ``lang``'s ``split``."""
+        return self.unseen_voices[lang] if split == UNSEEN else self.voices[lang]
+
+    def splits(self, lang: str) -> tuple[str, ...]:
+        """The splits built for ``lang``: train, dev, test, and unseen if it has unseen voices."""
+        return SPLITS + ((UNSEEN,) if lang in self.unseen_voices else ())
+
+    def engines(self) -> set[str]:
+        """The synthesizers the build uses."""
+        return {BASE_VOICES[f].engine for lang in self.languages
+                for split in self.splits(lang) for f in self.families(lang, split)}
+
+    def festival_voices(self) -> list[str]:
+        return sorted({BASE_VOICES[f].voice for lang in self.languages
+                       for split in self.splits(lang) for f in self.families(lang, split)
+                       if BASE_VOICES[f].engine == "festival"})
 
 
 @dataclass(frozen=True)
@@ -240,33 +354,46 @@ def plan_utterances(lang: str, split: str, pool: list[Sentence],
     """Endless, deterministic stream of utterances for one language and split.
 
     Sentences are taken in pool order and reused (with other voices/prosody) once exhausted.
+    Every utterance draws the same random numbers whatever it turns out to be, so changing one
+    probability changes what that probability decides, not every later utterance.
     """
     rng = random.Random(f"{cfg.seed}/{lang}/{split}")
-    variants = (cfg.test_variants if split == "test"
+    variants = (cfg.test_variants if split in ("test", UNSEEN)
                 else tuple(v for v in VARIANTS if v not in cfg.test_variants))
+    plan = cfg.augment_plan
     i = 0
     while True:
         sentence = pool[i % len(pool)]
-        family = _weighted_choice(cfg.voices[lang], rng)
+        family = _weighted_choice(cfg.families(lang, split), rng)
         variant = rng.choice(variants)
         base = BASE_VOICES[family]
         noisy = rng.random() < cfg.noise_prob
         tempo = rng.uniform(*cfg.tempo) if rng.random() < cfg.tempo_prob else 1.0
+        snr = round(rng.uniform(*cfg.noise_snr_db), 1)
+        babble = rng.random() < cfg.babble_prob
+        effects = draw_effects(plan, rng)
+        if noisy and babble:
+            # Babble is an effect (it mixes the batch's other utterances), placed after the
+            # room, before the channel, as noise in the room would be.
+            at = sum(e.name in ("world", "speed", "reverb") for e in effects)
+            effects = (*effects[:at], Effect.of("babble", snr_db=snr, seed=i), *effects[at:])
         request = SynthRequest(
             text=sentence.text,
-            voice=f"{base.espeak}+{variant}",
+            voice=f"{base.voice}+{variant}" if base.has_variants else base.voice,
+            engine=base.engine,
             accent=base.accent,
             rate=rng.randint(*cfg.rate_wpm),
             pitch=rng.randint(*cfg.pitch),
             pitch_range=rng.randint(*cfg.pitch_range),
             word_gap=rng.randint(*cfg.word_gap),
-            noise_snr_db=round(rng.uniform(*cfg.noise_snr_db), 1) if noisy else None,
+            noise_snr_db=snr if noisy and not babble else None,
             noise_color=rng.choice(cfg.noise_colors),
             tempo=round(tempo, 3),
             seed=rng.randrange(2**31),
+            effects=effects,
         )
-        yield PlannedUtterance(f"{lang}-{split}-{i:06d}", lang, split, f"{family}+{variant}",
-                               sentence, request)
+        speaker = f"{family}+{variant}" if base.has_variants else family
+        yield PlannedUtterance(f"{lang}-{split}-{i:06d}", lang, split, speaker, sentence, request)
         i += 1
 
 
@@ -311,6 +438,7 @@ def _budget_total(b: _Budget) -> float:
 
 
 def _budgets(cfg: CorpusConfig) -> dict[tuple[str, str], _Budget]:
+    """Each (language, split)'s budget; the unseen split gets the test split's."""
     out = {}
     for lang in cfg.languages:
         if cfg.utterances_per_language is not None:
@@ -322,6 +450,8 @@ def _budgets(cfg: CorpusConfig) -> dict[tuple[str, str], _Budget]:
             fr["train"] = 1.0 - fr["dev"] - fr["test"]
             for split in SPLITS:
                 out[(lang, split)] = _Budget(seconds=total * fr[split])
+        if UNSEEN in cfg.splits(lang):
+            out[(lang, UNSEEN)] = out[(lang, "test")]
     return out
 
 
@@ -463,7 +593,9 @@ def make_asr_corpus(cfg: CorpusConfig, out_dir: str | Path, *, progress: bool = 
     Splits under other names are kept (and stay listed in ``corpus.json`` throughout).
     """
     out_dir = Path(out_dir).resolve()
-    kept = splits_a_build_keeps(out_dir, SPLITS, SAMPLE_RATE, overwrite)
+    kept = splits_a_build_keeps(out_dir, BUILT_SPLITS, SAMPLE_RATE, overwrite)
+    if "festival" in cfg.engines():
+        festival.check_voices(cfg.festival_voices())
     with removed_on_failure(out_dir) as made:
         _build_asr_corpus(cfg, out_dir, kept, progress, made)
     return out_dir
@@ -489,12 +621,15 @@ def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], pr
     pools = {lang: split_sentences_disjoint(sentences[lang], cfg,
                                             random.Random(f"{cfg.seed}/{lang}/sentences"))
              for lang in cfg.languages}
+    for pool in pools.values():
+        pool[UNSEEN] = pool["test"]  # the same sentences, other voices
     budgets = _budgets(cfg)
+    built = [s for s in BUILT_SPLITS if any((lang, s) in budgets for lang in cfg.languages)]
 
     from lhotse import AudioSource, Recording, SupervisionSegment
 
-    recordings: dict[str, list[Recording]] = {s: [] for s in SPLITS}
-    supervisions: dict[str, list[SupervisionSegment]] = {s: [] for s in SPLITS}
+    recordings: dict[str, list[Recording]] = {s: [] for s in built}
+    supervisions: dict[str, list[SupervisionSegment]] = {s: [] for s in built}
     reused: Counter[str] = Counter()
     streams = []
     for (lang, split), budget in budgets.items():
@@ -523,7 +658,8 @@ def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], pr
                         "pitch_range": req.pitch_range, "word_gap": req.word_gap,
                         "snr_db": req.noise_snr_db,
                         "noise": req.noise_color if req.noise_snr_db is not None else None,
-                        "tempo": req.tempo}))
+                        "tempo": req.tempo, "engine": req.engine,
+                        "effects": [e.describe() for e in req.effects]}))
             if st.done_n > len(pools[lang][split]):
                 reused[f"{lang}/{split}"] += 1
             done = st.done_n if st.budget.count is not None else st.done_s
@@ -531,9 +667,13 @@ def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], pr
     for key, k in sorted(reused.items()):
         log.warning("%s: sentence pool exhausted; %d utterances reuse a sentence with another "
                     "voice (raise the harvest size or lower the minutes)", key, k)
+    unspoken = sum(st.unspoken for st in streams)
+    if unspoken:
+        log.warning("%d planned utterance(s) came back without audio (festival could not speak "
+                    "them) and were left out", unspoken)
 
     summary: dict[str, Any] = {"format": CORPUS_FORMAT, "sample_rate": SAMPLE_RATE, "splits": {}}
-    for split in SPLITS:
+    for split in built:
         made.extend(out_dir / f"{split}_{kind}.jsonl.gz" for kind in MANIFEST_KINDS)
         write_split(out_dir, split, recordings[split], supervisions[split])
         summary["splits"][split] = split_summary(supervisions[split])
@@ -541,7 +681,7 @@ def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], pr
     summary["splits"].update(kept)
     _remove_stale_wavs(out_dir, {r.sources[0].source for rs in recordings.values() for r in rs})
     text_sources: dict[str, dict[str, int]] = {}
-    for split in SPLITS:
+    for split in built:
         for s in supervisions[split]:
             src = text_sources.setdefault(s.language, {})
             src[s.custom["text_source"]] = src.get(s.custom["text_source"], 0) + 1
@@ -550,11 +690,12 @@ def _build_asr_corpus(cfg: CorpusConfig, out_dir: Path, kept: dict[str, Any], pr
         lang for lang in _corpus_languages(kept) if lang not in cfg.languages]
     summary["synthetic"] = {
         "config": to_dict(cfg),
-        "voices": {split: sorted({s.speaker for s in supervisions[split]}) for split in SPLITS},
+        "voices": {split: sorted({s.speaker for s in supervisions[split]}) for split in built},
         "text_sources": {lang: dict(sorted(v.items())) for lang, v in text_sources.items()},
         "debian_packages": provenance.get("packages", {}),
         "missing_debian_packages": provenance.get("missing_packages", []),
-        "engine": "espeak-ng (libespeak-ng via ctypes), resampled 22050 -> 16000 Hz",
+        "engines": sorted(cfg.engines()),
+        "unspoken_utterances": unspoken,
     }
     atomic_write_json(out_dir / "corpus.json", summary)
 
@@ -571,6 +712,7 @@ class _Stream:
     done_s: float = 0.0
     inflight_n: int = 0
     finished: bool = False
+    unspoken: int = 0
 
     def wants_more(self, sec_per_utt: float) -> bool:
         """Whether the finished plus in-flight utterances are expected to fall short."""
@@ -613,6 +755,9 @@ def synthesize_streams(streams: list[_Stream], synth: BatchSynthesizer, max_infl
             total_s += len(audio) / SAMPLE_RATE
             if st.finished:
                 continue
+            if len(audio) == 0:
+                st.unspoken += 1  # festival could not speak it: deterministic, so skipped
+                continue
             st.done_n += 1
             st.done_s += len(audio) / SAMPLE_RATE
             st.finished = st.budget.done(st.done_n, st.done_s)
@@ -623,7 +768,7 @@ def synthesize_streams(streams: list[_Stream], synth: BatchSynthesizer, max_infl
 def _remove_stale_wavs(out_dir: Path, keep: set[str]) -> None:
     """Delete wavs of the built splits (``wav/{split}/{lang}/``) left by an earlier, larger
     build; the audio of imported splits is never touched."""
-    for split in SPLITS:
+    for split in BUILT_SPLITS:
         for p in (out_dir / "wav" / split).glob("*/*.wav"):
             if str(p) not in keep:
                 p.unlink()

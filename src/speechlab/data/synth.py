@@ -38,7 +38,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from speechlab.audio.augment import NOISE_COLORS, Effect, add_noise, apply_effects
+from speechlab.data import festival
 from speechlab.errors import DataError, MissingToolError
+
+__all__ = ["NOISE_COLORS", "add_noise", "SynthRequest", "render", "synthesize_batch",
+           "BatchSynthesizer", "ENGINES"]
 
 SAMPLE_RATE = 16000
 ESPEAK_SAMPLE_RATE = 22050
@@ -61,9 +66,13 @@ class SynthRequest:
 
     Args:
         text: what to say (UTF-8, any script espeak-ng reads).
-        voice: espeak-ng voice name with optional variant, e.g. ``"hi+f2"``, ``"en-gb+m3"``.
-        accent: key of :data:`ACCENTS` (``"native"`` or ``"indian_english"``).
-        rate: speaking rate in words per minute (espeak 80..450, default 175).
+        voice: espeak-ng voice name with optional variant, e.g. ``"hi+f2"``, ``"en-gb+m3"``;
+            for festival, one of :data:`speechlab.data.festival.VOICES`.
+        engine: key of :data:`ENGINES` (``"espeak-ng"`` or ``"festival"``).
+        accent: key of :data:`ACCENTS` (``"native"``, ``"indian_english"``; for festival,
+            ``"native"`` or ``"devanagari"``: Gujarati/Tamil text read by the Hindi voice).
+        rate: speaking rate in words per minute (espeak 80..450, default 175; festival
+            stretches its durations by 175 / rate).
         pitch: base pitch 0..100 (50 = voice default).
         pitch_range: intonation range 0..100 (0 = monotone, 50 = default).
         word_gap: extra pause between words, in 10 ms units.
@@ -71,10 +80,13 @@ class SynthRequest:
         noise_color: key of :data:`NOISE_COLORS`.
         tempo: sox tempo factor (1.0 = unchanged; needs sox).
         seed: seed of this request's noise generator.
+        effects: speaker and channel effects applied last (:mod:`speechlab.audio.augment`);
+            a ``babble`` effect mixes in the other utterances of the same batch.
     """
 
     text: str
     voice: str
+    engine: str = "espeak-ng"
     accent: str = "native"
     rate: int = 175
     pitch: int = 50
@@ -84,6 +96,7 @@ class SynthRequest:
     noise_color: str = "white"
     tempo: float = 1.0
     seed: int = 0
+    effects: tuple[Effect, ...] = ()
 
 
 class _Espeak:
@@ -231,46 +244,7 @@ ACCENTS: dict[str, Callable[[str, _Espeak], tuple[str, bool]]] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Degradations
-
-
-def _white(n: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.standard_normal(n)
-
-
-def _spectral(n: int, rng: np.random.Generator, exponent: float) -> np.ndarray:
-    """Noise with power spectrum ~ 1/f**exponent (1 = pink, 2 = brown), by shaping white noise."""
-    spec = np.fft.rfft(rng.standard_normal(n))
-    f = np.arange(len(spec), dtype=np.float64)
-    f[0] = 1.0
-    return np.fft.irfft(spec / f ** (exponent / 2), n)
-
-
-NOISE_COLORS: dict[str, Callable[[int, np.random.Generator], np.ndarray]] = {
-    "white": _white,
-    "pink": lambda n, rng: _spectral(n, rng, 1.0),
-    "brown": lambda n, rng: _spectral(n, rng, 2.0),
-}
-
-
-def add_noise(x: np.ndarray, snr_db: float, color: str, rng: np.random.Generator) -> np.ndarray:
-    """Add ``color`` noise at ``snr_db`` relative to the RMS of the non-silent part of ``x``.
-
-    Args:
-        x: float waveform (T,).
-    """
-    if color not in NOISE_COLORS:
-        raise DataError(f"unknown noise colour {color!r}; choose one of {list(NOISE_COLORS)}")
-    if len(x) == 0:
-        return x
-    # Speech power over samples above -40 dB of the peak: espeak pads with silence, which would
-    # otherwise make the effective SNR depend on pause lengths.
-    active = x[np.abs(x) > 0.01 * np.max(np.abs(x))] if np.any(x) else x
-    p_speech = float(np.mean(active**2)) if len(active) else 0.0
-    noise = NOISE_COLORS[color](len(x), rng)
-    p_noise = float(np.mean(noise**2)) or 1.0
-    scale = np.sqrt(p_speech / (p_noise * 10 ** (snr_db / 10)))
-    return x + scale * noise
+# Degradations (the noise itself is speechlab.audio.augment's)
 
 
 def sox_tempo(x: np.ndarray, factor: float, sample_rate: int = SAMPLE_RATE) -> np.ndarray:
@@ -310,34 +284,89 @@ def _to_int16(x: np.ndarray) -> np.ndarray:
     return np.clip(np.round(x * 32767.0), -32768, 32767).astype(np.int16)
 
 
-def render(req: SynthRequest, eng: _Espeak | None = None) -> np.ndarray:
-    """Synthesize one request in this process: int16 samples (T,) at 16 kHz mono.
-
-    The exact samples depend on what this process synthesized before (see the module
-    docstring); use :class:`BatchSynthesizer` when byte-reproducibility matters.
-    """
-    if req.accent not in ACCENTS:
-        raise DataError(f"unknown accent {req.accent!r}; choose one of {list(ACCENTS)}")
-    eng = eng or engine()
+def _espeak_raw(req: SynthRequest, eng: _Espeak) -> np.ndarray:
+    """espeak-ng's audio for ``req`` at 16 kHz, before degradations."""
     text, phonemes = ACCENTS[req.accent](req.text, eng)
     raw = eng.synthesize(text, req.voice, rate=req.rate, pitch=req.pitch,
                          pitch_range=req.pitch_range, word_gap=req.word_gap, phonemes=phonemes)
     if len(raw) == 0:
         raise DataError(f"espeak-ng produced no audio for {req.text[:60]!r} (voice {req.voice})")
-    audio = _to_int16(_to_16k(raw))
+    return _to_int16(_to_16k(raw))
+
+
+# accent -> how festival's input is made from the request's text
+FESTIVAL_ACCENTS: dict[str, Callable[[str], str]] = {
+    "native": lambda text: text,
+    "devanagari": festival.to_devanagari,
+}
+
+
+def _festival_item(req: SynthRequest) -> festival.FestivalItem:
+    if req.accent not in FESTIVAL_ACCENTS:
+        raise DataError(f"unknown festival accent {req.accent!r}; choose one of "
+                        f"{list(FESTIVAL_ACCENTS)}")
+    return festival.FestivalItem(FESTIVAL_ACCENTS[req.accent](req.text), req.voice,
+                                 round(175.0 / max(req.rate, 1), 4))
+
+
+def _degrade(req: SynthRequest, audio: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
+    """The request's tempo, noise and effects on its clean 16 kHz audio (int16 in and out)."""
+    if len(audio) == 0:
+        return audio
     if req.tempo != 1.0:
         audio = sox_tempo(audio, req.tempo)
     if req.noise_snr_db is not None:
         rng = np.random.default_rng(req.seed)
         audio = _to_int16(add_noise(audio.astype(np.float64) / 32768.0, req.noise_snr_db,
                                     req.noise_color, rng))
+    if req.effects:
+        audio = _to_int16(apply_effects(audio.astype(np.float64) / 32768.0, req.effects,
+                                        [o.astype(np.float64) / 32768.0 for o in others]))
     return audio
 
 
-def synthesize_batch(requests: Sequence[SynthRequest]) -> list[np.ndarray]:
-    """Render ``requests`` in order in this process; each result is int16 (T,) at 16 kHz."""
-    eng = engine()
-    return [render(r, eng) for r in requests]
+ENGINES = ("espeak-ng", "festival")
+
+
+def _check(req: SynthRequest) -> None:
+    if req.engine not in ENGINES:
+        raise DataError(f"unknown synthesis engine {req.engine!r}; choose one of {ENGINES}")
+    if req.engine == "espeak-ng" and req.accent not in ACCENTS:
+        raise DataError(f"unknown accent {req.accent!r}; choose one of {list(ACCENTS)}")
+
+
+def render(req: SynthRequest, eng: _Espeak | None = None) -> np.ndarray:
+    """Synthesize one request in this process: int16 samples (T,) at 16 kHz mono.
+
+    The exact samples of an espeak-ng request depend on what this process synthesized before
+    (see the module docstring); use :class:`BatchSynthesizer` when byte-reproducibility matters.
+    """
+    return synthesize_batch([req], eng)[0]
+
+
+def synthesize_batch(requests: Sequence[SynthRequest],
+                     eng: _Espeak | None = None) -> list[np.ndarray]:
+    """Render ``requests`` in order in this process; each result is int16 (T,) at 16 kHz.
+
+    festival's requests are spoken by one festival process; one that festival cannot speak
+    comes back empty (length 0). A ``babble`` effect mixes in the batch's other utterances
+    (clean), so the batch, fixed by the caller, fixes the babble.
+    """
+    for r in requests:
+        _check(r)
+    clean: list[np.ndarray] = [np.zeros(0, np.int16)] * len(requests)
+    fest = [i for i, r in enumerate(requests) if r.engine == "festival"]
+    if fest:
+        for i, audio in zip(fest, festival.synthesize([_festival_item(requests[i])
+                                                       for i in fest])):
+            clean[i] = audio
+    if len(fest) < len(requests):
+        eng = eng or engine()
+        for i, r in enumerate(requests):
+            if r.engine == "espeak-ng":
+                clean[i] = _espeak_raw(r, eng)
+    return [_degrade(r, clean[i], [c for j, c in enumerate(clean) if j != i][:3])
+            for i, r in enumerate(requests)]
 
 
 class BatchSynthesizer:

@@ -36,13 +36,19 @@ def corpus_dir(out: Path, given: Path | None, build: Callable[[Path], object], *
     return path
 
 
-def asr_manifests(corpus: Path, splits: Iterable[str] = SPLITS) -> dict[str, Path]:
-    """``{split: corpus/<split>_cuts.jsonl.gz}``, every one present (else one error naming the
-    first missing file)."""
+def asr_manifests(corpus: Path, splits: Iterable[str] = SPLITS,
+                  optional: Iterable[str] = ()) -> dict[str, Path]:
+    """``{split: corpus/<split>_cuts.jsonl.gz}``, every one of ``splits`` present (else one
+    error naming the first missing file), and those of ``optional`` that are (the unseen-voice
+    split, which a corpus brought by a user may lack)."""
     paths = {split: corpus / f"{split}_cuts.jsonl.gz" for split in splits}
     for path in paths.values():
         if not path.exists():
             raise DataError(f"{path} is missing: a corpus dir needs train/dev/test cut manifests")
+    for split in optional:
+        path = corpus / f"{split}_cuts.jsonl.gz"
+        if path.exists():
+            paths[split] = path
     return paths
 
 

@@ -20,8 +20,9 @@ from speechlab.asr.ctc.phones import PhoneTokenizer, lexicon_for
 from speechlab.asr.ctc.task import CtcTaskConfig
 from speechlab.asr.ctc.transcribe import GraphDecodingConfig, TopologyDecoding
 from speechlab.asr.data import Utterance, load_utterances
+from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import ranged
-from speechlab.data.corpus import CorpusConfig
+from speechlab.data.corpus import UNSEEN, CorpusConfig
 from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
 from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
@@ -134,6 +135,10 @@ class LanguageData:
     test: list[Utterance]
     lm_text: list[str]
     skipped: dict[str, dict[str, int]]
+    # The test sentences by voices training never heard (empty if the corpus has none).
+    unseen: list[Utterance] = field(default_factory=list)
+    # The run's feature normalisation (what on-the-fly augmentation normalises with).
+    cmvn: GlobalCMVN | None = None
 
 
 def arpa_path(out: Path, language: str) -> Path:
@@ -164,7 +169,7 @@ def decode_model(job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageDat
                            lang.test, lang.dev[: cfg.dev_utterances], cfg,
                            prefix_lexicon=lang.tokenizer if prefix else None,
                            arpa=arpa_path(out, spec.language) if prefix else None,
-                           model_dir=model_dir)
+                           model_dir=model_dir, unseen=lang.unseen)
 
 
 def _words(cuts, language: str) -> set[str]:
@@ -189,7 +194,7 @@ def prepare_data(cfg: TopologiesConfig, out: Path, corpus_dir: Path | None, *,
 
     corpus = corpus_of(out, corpus_dir, lambda d: make_asr_corpus(cfg.corpus, d), write=write)
     cuts = {split: compute_features(CutSet.from_file(path), out / "fbank", FbankConfig())
-            for split, path in asr_manifests(corpus).items()}
+            for split, path in asr_manifests(corpus, optional=(UNSEEN,)).items()}
     cmvn = fit_cmvn(cuts["train"])
     data = {}
     for lang in cfg.languages:
@@ -209,16 +214,17 @@ def prepare_data(cfg: TopologiesConfig, out: Path, corpus_dir: Path | None, *,
         if write:
             tokenizer.save(out / "lang" / f"{lang}.json")
         utts, skipped = {}, {}
-        for split in SPLITS:
+        for split in cuts:
             sel = cuts[split].filter(lambda c, lang=lang: c.supervisions and
                                      c.supervisions[0].language == lang)
+            keep = split == "train" and cfg.task.augment.active
             utts[split], report = load_utterances(sel, {lang: tokenizer}, cmvn, min_frames=7,
-                                                  split=f"{lang} {split}")
+                                                  split=f"{lang} {split}", keep_audio=keep)
             skipped[split] = dict(report.counts)
         if write:
             write_lm(lm_text, arpa_path(out, lang), order=cfg.lm_order, vocab_size=cfg.lm_vocab)
         data[lang] = LanguageData(lang, tokenizer, utts["train"], utts["dev"], utts["test"],
-                                  lm_text, skipped)
+                                  lm_text, skipped, utts.get(UNSEEN, []), cmvn)
     if write:
         cmvn.save(out / "lang" / "cmvn.safetensors")
     return data

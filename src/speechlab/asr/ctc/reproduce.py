@@ -40,7 +40,7 @@ class TopologiesPaper:
 
     name = "topologies"
     title = "CTC-like topologies and Viterbi decoding"
-    scales = ("ci", "demo", "small")
+    scales = ("ci", "demo", "small", "shipped", "shipped-espeak")
     demo_minutes = 3.5
     config_class = TopologiesConfig
     switches = ()
@@ -62,11 +62,13 @@ class TopologiesPaper:
               out: Path) -> None:
         from speechlab.asr.ctc.model import build
         from speechlab.asr.ctc.training import train_model
+        from speechlab.asr.data import WaveAugment
 
         spec, lang = job.spec, data[job.spec.language]
         model = build(model_config(cfg, spec.topology, lang.tokenizer.num_phones, spec.language))
+        augment = WaveAugment(cfg.task.augment, lang.cmvn) if cfg.task.augment.active else None
         train_model(model, spec.topology, lang.train, lang.dev, cfg.train, cfg.task,
-                    out / "models" / job.name, tokenizer=lang.tokenizer)
+                    out / "models" / job.name, tokenizer=lang.tokenizer, augment=augment)
 
     def decode(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
                out: Path) -> TopologyDecoding:

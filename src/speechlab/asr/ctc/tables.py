@@ -45,6 +45,13 @@ def _test_wer(hyps: Mapping[str, str], ld: LanguageData, ids=None) -> float | No
     return 100 * wer([u.text for u in utts], [hyps.get(u.id, "") for u in utts]).wer
 
 
+def _unseen_wer(hyps: Mapping[str, str], ld: LanguageData) -> float | None:
+    """WER[%] of ``hyps`` on the unseen-voice utterances of ``ld`` (None if it has none)."""
+    if not ld.unseen or not hyps:
+        return None
+    return 100 * wer([u.text for u in ld.unseen], [hyps.get(u.id, "") for u in ld.unseen]).wer
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None
@@ -94,6 +101,15 @@ def topology_results(cfg: TopologiesConfig, data: dict[str, LanguageData], plan:
                   rows(lambda d, ld: None if not d.agrees else 100 * _mean(d.agrees.values()),
                        lambda d, ld: d.acoustic_weight, lambda d, ld: len(d.failed)))
     tables = [t1, t2, t3, t4, agree]
+    if any(data[l].unseen for l in langs):
+        cols_u = ["Topology"] + [f"{_column(l)} {side}" for l in langs
+                                 for side in ("test", "unseen voices")]
+        tables.insert(1, Table(
+            "unseen", "WER[%] on the test sentences read by the voices of training (test) and "
+            "by voices no training utterance has (unseen voices), side by side: how far the "
+            "models recognise speech rather than the synthesizers they heard.", cols_u,
+            rows(lambda d, ld: _test_wer(d.hyps, ld), lambda d, ld: _unseen_wer(d.unseen_hyps, ld)),
+            formats={c: "{:.2f}" for c in cols_u[1:]}))
     ctc_decoded = {lang: d for (lang, _), d in
                    _decodings(plan, decoded, lambda j: j.options.prefix_search).items()}
     if any(d.prefix for d in ctc_decoded.values()):
@@ -108,7 +124,8 @@ def topology_results(cfg: TopologiesConfig, data: dict[str, LanguageData], plan:
                               "minutes.")
     figures = _histograms(cfg, by_model, out)
     counts = {l: {"train": len(data[l].train), "dev": len(data[l].dev), "test": len(data[l].test),
-                  "phones": data[l].tokenizer.num_phones} for l in langs}
+                  "unseen": len(data[l].unseen), "phones": data[l].tokenizer.num_phones}
+              for l in langs}
     notes = (f"Scale `{scale}`: model preset `{cfg.model}`, {cfg.train.max_steps} updates per "
              f"model, {cfg.lm_order}-gram LM over at most {cfg.lm_vocab} words. Data: {counts}. "
              "BPP and BHP use the acoustic path probability p(π|X) over each utterance's "

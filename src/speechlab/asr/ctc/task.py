@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 
 from speechlab.asr.ctc.topology import Arcs
-from speechlab.asr.data import Batch, Utterance, collate, with_labels
+from speechlab.asr.data import Batch, Utterance, WaveAugment, collate, with_labels
+from speechlab.audio.augment import AugmentPlan
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
 from speechlab.errors import ConfigError
 from speechlab.train.sampler import BucketBatches, MapBatches
@@ -30,7 +31,9 @@ class CtcTaskConfig:
     """Batching and loss options: ``max_frames`` bounds a batch's padded 10 ms frames;
     ``denominator`` keeps eq. 5's normalisation term (the paper's training); ``numerator``
     is ``"phones"`` (``T o W`` over each transcript's first pronunciations) or ``"lexicon"``
-    (``T o (L o W)`` of eq. 4: every pronunciation of every word, summed)."""
+    (``T o (L o W)`` of eq. 4: every pronunciation of every word, summed); ``augment``: the
+    speaker and channel effects drawn afresh each time a training utterance is batched
+    (none by default; :class:`speechlab.asr.data.WaveAugment`)."""
 
     max_frames: int = 8000
     max_utterances: int = 64
@@ -38,6 +41,7 @@ class CtcTaskConfig:
     spec_augment: bool = True
     valid_utterances: int = 300
     numerator: str = "phones"
+    augment: AugmentPlan = field(default_factory=AugmentPlan)
 
     def __post_init__(self) -> None:
         for name in ("max_frames", "max_utterances", "valid_utterances"):
@@ -56,10 +60,12 @@ class CtcTask:
 
     def __init__(self, topology: str, train: Sequence[Utterance], dev: Sequence[Utterance],
                  cfg: CtcTaskConfig = CtcTaskConfig(), *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1, lexicon_graph: Callable[[str], Arcs] | None = None) -> None:
+                 world_size: int = 1, lexicon_graph: Callable[[str], Arcs] | None = None,
+                 augment: WaveAugment | None = None) -> None:
         """``lexicon_graph`` maps a transcript to its numerator ``T o (L o W)`` as arcs; it is
         required when ``cfg.numerator == "lexicon"`` (graphs are compiled once per
-        utterance and kept)."""
+        utterance and kept). ``augment`` re-renders the training utterances' features per
+        batch (their samples must be kept)."""
         if cfg.numerator == "lexicon" and lexicon_graph is None:
             raise ConfigError("task.numerator 'lexicon' needs a lexicon graph compiler")
         self.lexicon_graph = lexicon_graph if cfg.numerator == "lexicon" else None
@@ -70,12 +76,17 @@ class CtcTask:
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._text = {u.id: u.text for u in [*self.train, *self.dev]}
         self.spec_augment = SpecAugment(SpecAugmentConfig()) if cfg.spec_augment else None
+        self.augment = augment
 
     def batches(self) -> MapBatches:
         sampler = BucketBatches(durations=[u.num_frames for u in self.train],
                                 batch_size=self.cfg.max_utterances, max_frames=self.cfg.max_frames,
                                 seed=self.seed, rank=self.rank, world_size=self.world_size)
-        return MapBatches(sampler, lambda idx: collate([self.train[i] for i in idx]))
+        return MapBatches(sampler, self._train_batch)
+
+    def _train_batch(self, idx: Sequence[int]) -> Batch:
+        utts = [self.train[i] for i in idx]
+        return collate(utts, feats=self.augment.features(utts) if self.augment else None)
 
     def _nll(self, model: nn.Module, batch: Batch, train: bool) -> Tensor:
         from speechlab.asr.ctc.loss import graph_loss

@@ -17,7 +17,7 @@ from speechlab.asr.ctc.model import FAMILY, CtcModel
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.asr.ctc.task import CtcTask, CtcTaskConfig
 from speechlab.asr.ctc.topology import Arcs
-from speechlab.asr.data import Utterance
+from speechlab.asr.data import Utterance, WaveAugment
 from speechlab.train import TrainConfig, fit
 from speechlab.train.card import ModelCard
 
@@ -34,14 +34,16 @@ def lexicon_graphs(topology: str, tokenizer: PhoneTokenizer) -> Callable[[str], 
 
 def train_model(model: CtcModel, topology: str, train: Sequence[Utterance],
                 dev: Sequence[Utterance], train_cfg: TrainConfig, task_cfg: CtcTaskConfig,
-                run_dir: Path, *, tokenizer: PhoneTokenizer | None = None) -> None:
+                run_dir: Path, *, tokenizer: PhoneTokenizer | None = None,
+                augment: WaveAugment | None = None) -> None:
     """Train (or resume) ``model``, whose outputs are the tokens of ``topology``, in
     ``run_dir`` with the graph loss, validating on ``dev``. With ``task_cfg.numerator ==
     "lexicon"`` the numerators are the words' graphs over ``tokenizer``'s lexicon
-    (:func:`lexicon_graphs`); otherwise the utterances' phone targets."""
+    (:func:`lexicon_graphs`); otherwise the utterances' phone targets. ``augment``: fresh
+    speaker and channel effects per batch (the training utterances keep their samples)."""
     numerators = (lexicon_graphs(topology, tokenizer)
                   if task_cfg.numerator == "lexicon" and tokenizer is not None else None)
     fit(model, lambda rank, world: CtcTask(topology, train, dev, task_cfg, seed=train_cfg.seed,
                                            rank=rank, world_size=world,
-                                           lexicon_graph=numerators),
+                                           lexicon_graph=numerators, augment=augment),
         train_cfg, run_dir, card=ModelCard.of(FAMILY, model.config))

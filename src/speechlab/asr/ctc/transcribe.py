@@ -91,6 +91,8 @@ class TopologyDecoding:
     seconds: float
     # Plain CTC only: prefix-search hypotheses per search (:data:`PREFIX_SEARCHES`).
     prefix: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Viterbi hypotheses of the unseen-voice utterances (the test sentences, other voices).
+    unseen_hyps: dict[str, str] = field(default_factory=dict)
 
 
 def log_probs_of(model, utts: Sequence[Utterance], batch_size: int = 16) -> list[np.ndarray]:
@@ -187,17 +189,23 @@ def decode_topology(model, graph: DecodingGraph, test: Sequence[Utterance],
                     dev: Sequence[Utterance], config: GraphDecodingConfig, *,
                     prefix_lexicon: PhoneTokenizer | None = None,
                     arpa: str | Path | None = None,
-                    model_dir: str | Path | None = None) -> TopologyDecoding:
+                    model_dir: str | Path | None = None,
+                    unseen: Sequence[Utterance] = ()) -> TopologyDecoding:
     """Viterbi decoding of ``test`` over ``graph`` with the acoustic weight tuned on ``dev``
     (:func:`tune_on_dev`), its lattices measured (:func:`viterbi_with_lattices`); for plain
     CTC, given ``prefix_lexicon`` and the LM's ``arpa``, also the prefix searches
     (:func:`prefix_search_texts`). ``model_dir``: keep the tuned settings beside the model
-    there (``decoding.json``), for the recognizer that later loads it."""
+    there (``decoding.json``), for the recognizer that later loads it. ``unseen``: utterances
+    by voices training never heard, Viterbi-decoded at the same weight."""
     start = time.process_time()
     search = tune_on_dev(graph, log_probs_of(model, dev), [u.text for u in dev], config)
     test_lp = log_probs_of(model, test)
     result = viterbi_with_lattices(graph, test, test_lp, config, search.best)
     result.dev_wer = search.errors
+    if unseen:
+        decoder = ViterbiDecoder(graph.fst, graph.num_tokens, config.viterbi(search.best))
+        result.unseen_hyps = {u.id: text_of(graph, decoder.decode(lp))
+                              for u, lp in zip(unseen, log_probs_of(model, unseen))}
     if prefix_lexicon is not None and arpa is not None:
         result.prefix = prefix_search_texts(test, test_lp, prefix_lexicon, arpa,
                                             config.prefix_beam, search.best)

@@ -1,0 +1,53 @@
+"""festival's voices as the corpus uses them: every voice speaks, at 16 kHz, the same samples
+every run; a sentence festival cannot speak comes back empty without taking its batch with it;
+missing voices are named with their Debian packages before any work."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speechlab.data import festival
+from speechlab.data.festival import FestivalItem, synthesize, to_devanagari
+from speechlab.errors import MissingToolError
+
+EN = "The weather was fine and the market was full of people."
+HI = "आज मौसम अच्छा है और बाजार में बहुत लोग हैं।"
+
+
+def test_gujarati_and_tamil_become_devanagari_the_hindi_voice_reads():
+    assert to_devanagari("ભારત એક દેશ છે") == "भारत एक देश छे"
+    # Tamil's short e, its alveolar letters and letters outside the scripts are mapped or dropped.
+    assert to_devanagari("பெரிய நாடு abc") == "पेरिय नाटु"
+    assert all(0x0900 <= ord(c) < 0x0980 or c == " " for c in to_devanagari("மற்றும் ழ ன"))
+
+
+@pytest.mark.parametrize("voice", sorted(festival.VOICES))
+def test_every_voice_speaks_at_16k_the_same_samples_every_run(voice):
+    text = HI if voice.startswith("hindi") else EN
+    a, b = synthesize([FestivalItem(text, voice)]), synthesize([FestivalItem(text, voice)])
+    assert a[0].dtype == np.int16 and np.array_equal(a[0], b[0])
+    seconds = len(a[0]) / 16000
+    assert 1.5 < seconds < 8.0, seconds
+    assert np.sqrt(np.mean(a[0].astype(float) ** 2)) > 300  # speech, not silence
+
+
+def test_stretch_slows_the_speech():
+    fast, slow = synthesize([FestivalItem(EN, "kal_diphone", 0.8),
+                             FestivalItem(EN, "kal_diphone", 1.25)])
+    assert len(slow) > 1.3 * len(fast)
+
+
+def test_a_sentence_festival_cannot_speak_does_not_take_its_batch_with_it():
+    # Raw Gujarati letters crash the Hindi voice (the corpus maps them to Devanagari first).
+    out = synthesize([FestivalItem(HI, "hindi_NSK_diphone"),
+                      FestivalItem("ભારત એક વિશાળ દેશ છે", "hindi_NSK_diphone"),
+                      FestivalItem(EN, "ked_diphone")])
+    assert len(out[0]) > 16000 and len(out[2]) > 16000
+    assert len(out[1]) == 0
+
+
+def test_missing_voices_are_named_with_their_packages(monkeypatch):
+    monkeypatch.setattr(festival, "installed_voices", lambda: frozenset({"kal_diphone"}))
+    with pytest.raises(MissingToolError, match="apt-get install festvox-hi-nsk festvox-kdlpc16k"):
+        festival.check_voices(["kal_diphone", "ked_diphone", "hindi_NSK_diphone"])
