@@ -47,6 +47,7 @@ COMMAND_MODULES = (
     "speechlab.ssl.wav2vec2.commands",
     "speechlab.tts.commands",
     "speechlab.inference",
+    "speechlab.shipped",
     "speechlab.papers",
     "speechlab.serve.commands",
 )

@@ -65,7 +65,9 @@ def load(path: str | Path, *, backend: str | None = None) -> Any:
     ``backend`` (None: a package's own, else ``"torch"``)."""
     if backend is not None and backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r}: choose one of {list(BACKENDS)}")
-    path = Path(path)
+    from speechlab.shipped import resolve
+
+    path = resolve(path)  # a shipped model's name, or a path
     if path.is_dir() and is_package(path):
         card = read_card(path)
         if card.backend == "onnx" and backend == "torch":

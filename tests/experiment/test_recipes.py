@@ -28,7 +28,7 @@ def test_every_scale_of_every_paper_has_a_recipe_that_loads():
 
 
 def test_missing_recipes_name_what_exists(tmp_path):
-    with pytest.raises(ConfigError, match="scales of multisoftmax: ci, converged, demo, paper-shape, small"):
+    with pytest.raises(ConfigError, match="scales of multisoftmax: ci, converged, demo, paper-shape, shipped, small"):
         recipe_path("multisoftmax", "huge")
     with pytest.raises(ConfigError, match="does not exist"):
         load_recipe(dict, "multisoftmax", "demo", config=tmp_path / "nope.yaml")

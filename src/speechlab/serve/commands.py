@@ -1,6 +1,7 @@
 """``speechlab serve [PATH...] [--host 127.0.0.1] [--port 8000]``: the models at PATH (anything
-``speechlab.load`` takes), or those of the last ``make demo`` run, behind a local web page and
-its HTTP/WebSocket interface (:mod:`speechlab.serve.app`).
+``speechlab.load`` takes, shipped models' names included), with none the shipped models, or
+with ``--demo DIR`` those of a ``make demo`` run, behind a local web page and its
+HTTP/WebSocket interface (:mod:`speechlab.serve.app`).
 
 The port is bound before the models load, so a port in use is said at once; the server listens
 on the loopback address unless ``--host`` names another, and says so when it does.
@@ -53,12 +54,21 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def model_paths(paths: list[Path], demo: Path) -> list[Path]:
-    """``paths``, or with none the models of the ``make demo`` run under ``demo``."""
+def model_paths(paths: list[Path], demo: Path | None) -> list[Path]:
+    """``paths``; with none, the models of the ``make demo`` run under ``demo`` if it is given,
+    else the shipped models (:mod:`speechlab.shipped`), else those of ``exp/demo``."""
     from speechlab.serve.models import DEMO_MODELS, demo_paths
+    from speechlab.shipped import models_dir, shipped
 
     if paths:
         return paths
+    if demo is None:
+        ships = shipped()
+        if ships:
+            return list(ships.values())
+        print(f"note: no shipped models in {models_dir()}; serving those of `make demo` in "
+              f"{DEFAULT_DEMO}", flush=True)
+        demo = DEFAULT_DEMO
     found, missing = demo_paths(demo)
     if not found:
         wanted = "; ".join(f"{paper}: {', '.join(names)}" for paper, names in DEMO_MODELS.items())
@@ -115,7 +125,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "serve", help="a local web app over trained models: live transcription, synthesis, "
         "attention diagnosis, lattices",
         description="Serve models (packages, OUT/models/NAME of a run, Hugging Face wav2vec 2.0 "
-        "directories; with none, those of the last `make demo`) behind a web page and an "
+        "directories, shipped models' names; with none, the shipped models, or with --demo "
+        "DIR those of a `make demo` run) behind a web page and an "
         "HTTP/WebSocket interface: GET /api/models, POST /api/transcribe?model=NAME (a WAV), "
         "WS /ws/asr?model=NAME, POST /api/synthesize?model=NAME ({\"text\"}).")
     s.add_argument("paths", nargs="*", type=Path, metavar="PATH")
@@ -123,8 +134,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="address to listen on (default: loopback only)")
     s.add_argument("--port", type=bounded(int, ge=0, le=65535), default=8000,
                    help="TCP port (0: any free one)")
-    s.add_argument("--demo", type=Path, default=DEFAULT_DEMO,
-                   help="the `make demo` output whose models to serve when no PATH is given")
+    s.add_argument("--demo", type=Path, default=None,
+                   help="with no PATH, serve the models of this `make demo` output instead of "
+                        f"the shipped ones (e.g. {DEFAULT_DEMO})")
     s.add_argument("--max-upload-mb", dest="max_upload_mb",
                    type=bounded(float, gt=0, le=4096, why="uploads are spooled to disk"),
                    default=None, help=f"largest upload (default {d.max_upload_mb:g})")

@@ -21,9 +21,21 @@ def test_reproduce_topologies_writes_tables_1_to_4(tmp_path):
     assert main(["reproduce", "topologies", "--scale", "ci", "--corpus", str(corpus), "--out",
                  str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
-    assert [t.name for t in res.tables] == ["table1", "table2", "table3", "table4", "fullsum",
-                                            "fullsum_ctc", "training"]
+    assert [t.name for t in res.tables] == ["table1", "unseen", "table2", "table3", "table4",
+                                            "fullsum", "fullsum_ctc", "training"]
     t1 = res.table("table1")
+    # In-domain and unseen-voice WER side by side: the test column is Table 1's, the unseen
+    # one the WER of the unseen-voice hypotheses the run wrote.
+    unseen = res.table("unseen")
+    assert [r[0] for r in unseen.rows] == [r[0] for r in t1.rows]
+    assert [r[1] for r in unseen.rows] == [r[1] for r in t1.rows]
+    u_refs = dict(l.split(" ", 1) for l in
+                  (out / "hyps" / "en-unseen" / "ref.txt").read_text().splitlines())
+    u_hyps = dict((l.split(" ", 1) + [""])[:2] for l in
+                  (out / "hyps" / "en-unseen" / "en_S1-T1.txt").read_text().splitlines())
+    assert u_refs and all(u.startswith("en-unseen-") for u in u_refs)
+    assert unseen.rows[0][2] == pytest.approx(100 * wer(list(u_refs.values()),
+                                                        [u_hyps[u] for u in u_refs]).wer)
     assert [r[0] for r in t1.rows] == ["S1-T1", "S2-T1", "S2-T1★", "S2-T2★", "S2-T2", "S3-T2",
                                        "S3-T2★", "S3-T2★★"]
     # Table 1's S1-T1 English cell is the WER of the hypotheses it wrote.

@@ -73,8 +73,26 @@ def test_jobs_say_what_they_are_without_names():
     decodes = [j for j in plan if isinstance(j, DecodeJob)]
     lid_free = [j for j in decodes if j.options.early_stop == (float("inf"), float("inf"))
                 and not j.options.grid]
-    assert [j.model.spec.variant for j in lid_free] == ["multisoftmax_lid"]
+    assert [j.model.spec.variant for j in lid_free] == ["multisoftmax_lid"] * 2
+    assert [j.options.unseen for j in lid_free] == [False, True]
     assert all(j.model is trains[j.model.name] for j in decodes)
+    # Every model from scratch is decoded on the unseen-voice split too, as on the test set;
+    # fine-tuned ones and the early-stopping grid only on the test set.
+    unseen = {j.name: j for j in decodes if j.options.unseen}
+    tested = {j.name: j for j in decodes if not j.options.unseen and not j.options.grid
+              and j.model.init_from is None}
+    assert set(unseen) == {f"{n}_unseen" for n in tested}
+    for name, job in tested.items():
+        assert unseen[f"{name}_unseen"].model is job.model
+        assert unseen[f"{name}_unseen"].options.languages == job.options.languages
+    # A corpus without unseen voices for a language plans no unseen decodings.
+    from speechlab.data.corpus import CorpusConfig
+
+    cfg = MultiSoftmaxConfig(languages=("en", "hi"), grid_language="hi",
+                             corpus=CorpusConfig(minutes={"en": 1.0, "hi": 1.0},
+                                                 unseen_voices={"en": {"en-ked": 1.0}}))
+    assert not any(j.options.unseen for j in MultiSoftmaxPaper().plan(cfg)
+                   if isinstance(j, DecodeJob))
 
 
 def test_train_first_moves_the_named_trainings_to_the_front():
@@ -86,7 +104,8 @@ def test_train_first_moves_the_named_trainings_to_the_front():
     kinds = [(type(j).__name__, j.model.name if isinstance(j, DecodeJob) else j.name) for j in plan]
     assert kinds[:4] == [("TrainJob", "mono_hi"), ("TrainJob", "multisoftmax"),
                          ("DecodeJob", "multisoftmax"), ("DecodeJob", "mono_hi")]
-    assert sum(isinstance(j, DecodeJob) and j.model.name in cfg.train_first for j in plan) == 2
+    assert sum(isinstance(j, DecodeJob) and j.model.name in cfg.train_first
+               and not j.options.unseen for j in plan) == 2
     with pytest.raises(ConfigError, match="train_first"):
         MultiSoftmaxPaper().plan(MultiSoftmaxConfig(train_first=("mono_fr",)))
 
@@ -101,7 +120,8 @@ def test_systems_train_only_the_named_models_and_decode_only_theirs():
     assert sum(j.options.grid for j in decodes) == len(cfg.early_stop_grid)
     # without the LID model there is nothing to decode LID-free
     plan = MultiSoftmaxPaper().plan(MultiSoftmaxConfig(systems=("multisoftmax", "ft_ms_hi")))
-    assert {j.name for j in plan if isinstance(j, DecodeJob)} == {"multisoftmax", "ft_ms_hi"}
+    assert {j.name for j in plan if isinstance(j, DecodeJob)} == {"multisoftmax", "ft_ms_hi",
+                                                                  "multisoftmax_unseen"}
 
 
 @pytest.mark.parametrize("systems, message", [(("mono_xx",), r"\['mono_xx'\] are not models"),

@@ -18,8 +18,8 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
     names = [t.name for t in res.tables]
-    assert names == ["table2", "table3", "table4", "table5", "table6", "table7", "table2_cer",
-                     "table4_cer", "training"]
+    assert names == ["unseen", "table2", "table3", "table4", "table5", "table6", "table7",
+                     "table2_cer", "table4_cer", "training"]
     t2 = res.table("table2")
     assert [r[0] for r in t2.rows] == ["Monolingual", "Multilingual Vanilla", "Multilingual Onehot",
                                       "Multi-softmax", "Multi-softmax LSP"]
@@ -40,6 +40,19 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
                        [hyps[u] for u in refs if lang_of[u] == lang]) for lang in set(lang_of.values())}
     ms = next(r for r in t2.rows if r[0] == "Multi-softmax")
     assert ms[5] == pytest.approx(100 * word_weighted_average(rates))
+    # The unseen-voice table: Table 2's test WERs beside the unseen-voice ones, which are the
+    # unseen-voice hypotheses it wrote, re-scored.
+    unseen = {r[0]: r for r in res.table("unseen").rows}
+    assert unseen["Multi-softmax"][1::2][:4] == pytest.approx(ms[1:5])
+    u_refs = dict(l.split(" ", 1) for l in
+                  (out / "hyps" / "unseen" / "ref.txt").read_text().splitlines())
+    u_hyps = dict((l.split(" ", 1) + [""])[:2] for l in
+                  (out / "hyps" / "unseen" / "multi-softmax.txt").read_text().splitlines())
+    assert u_refs and all("-unseen-" in u for u in u_refs)
+    en = [u for u in u_refs if u.startswith("en-")]
+    assert unseen["Multi-softmax"][2] == pytest.approx(
+        100 * wer([u_refs[u] for u in en], [u_hyps[u] for u in en]).wer)
+    assert "Multi-softmax LID (language unknown)" in unseen
     # Table 6: the paper preset's counts within 1% of the paper for Mono, MS and MS LSP.
     t6 = {r[0]: r for r in res.table("table6").rows}
     for name in ("mono", "multisoftmax", "multisoftmax_lsp"):

@@ -119,6 +119,11 @@ def topology_results(cfg: TopologiesConfig, data: dict[str, LanguageData], plan:
         systems = {j.model.name: score(data[lang].test, decoded[j].hyps) for j in plan
                    if isinstance(j, DecodeJob) and j.model.spec.language == lang and j in decoded}
         write_hyps(out / "hyps" / lang, data[lang].test, systems)
+        if data[lang].unseen:  # and on the unseen-voice split
+            write_hyps(out / "hyps" / f"{lang}-unseen", data[lang].unseen,
+                       {j.model.name: score(data[lang].unseen, decoded[j].unseen_hyps)
+                        for j in plan if isinstance(j, DecodeJob) and j in decoded
+                        and j.model.spec.language == lang})
     training = training_table(out / "models", [j.name for j in trains], caption="Training: "
                               "updates, best dev graph-loss NLL per utterance and its update, "
                               "minutes.")

@@ -19,7 +19,8 @@ from speechlab.asr.rnnt.config import ModelDims, SearchConfig
 from speechlab.asr.rnnt.presets import PRESETS, get_preset
 from speechlab.asr.rnnt.task import TaskConfig
 from speechlab.config import check_fields, ranged
-from speechlab.data.corpus import CorpusConfig
+from speechlab.audio.transforms import GlobalCMVN
+from speechlab.data.corpus import UNSEEN, CorpusConfig
 from speechlab.data.text_harvest import check_languages
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
@@ -117,11 +118,14 @@ class ModelSpec:
 class DecodeOptions:
     """One decoding of the test set: its ``languages`` (empty: all); with ``early_stop``
     (tau, s_th) LID-free, every language's decoder on one encoder pass; ``grid``: on Table 7's
-    subset (``grid_utterances`` per language)."""
+    subset (``grid_utterances`` per language); ``unseen``: the unseen-voice utterances instead
+    of the test set."""
 
     languages: tuple[str, ...] = ()
     early_stop: tuple[float, float] | None = None
     grid: bool = False
+    # The unseen-voice utterances (the test sentences by voices training never heard) instead.
+    unseen: bool = False
 
 
 Train = TrainJob[ModelSpec]
@@ -141,6 +145,10 @@ class Data:
     test: list[Utterance]
     train_hours: dict[str, float]
     skipped: dict[str, dict[str, int]]
+    # The test sentences by voices training never heard (empty if the corpus has none).
+    unseen: list[Utterance] = field(default_factory=list)
+    # The run's feature normalisation (what on-the-fly augmentation normalises with).
+    cmvn: GlobalCMVN | None = None
 
     @property
     def vocab_sizes(self) -> dict[str, int]:
@@ -164,7 +172,7 @@ def prepare_data(cfg: MultiSoftmaxConfig, out_dir: Path, corpus_dir: Path | None
 
     corpus = corpus_of(out_dir, corpus_dir, lambda d: make_asr_corpus(cfg.corpus, d), write=write)
     cuts = {split: compute_features(CutSet.from_file(path), out_dir / "fbank", FbankConfig())
-            for split, path in asr_manifests(corpus).items()}
+            for split, path in asr_manifests(corpus, optional=(UNSEEN,)).items()}
     languages = tuple(cfg.languages)
     texts: dict[str, list[str]] = {lang: [] for lang in languages}
     for cut in cuts["train"]:
@@ -181,9 +189,10 @@ def prepare_data(cfg: MultiSoftmaxConfig, out_dir: Path, corpus_dir: Path | None
             tok.save(out_dir / "lang" / f"{lang}.json")
         cmvn.save(out_dir / "lang" / "cmvn.safetensors")
     utts, skipped = {}, {}
-    for split in ("train", "dev", "test"):
-        utts[split], report = load_utterances(cuts[split], tokenizers, cmvn, min_frames=3,
-                                              split=split)
+    for split in cuts:
+        utts[split], report = load_utterances(
+            cuts[split], tokenizers, cmvn, min_frames=3, split=split,
+            keep_audio=split == "train" and cfg.task.augment.active)
         skipped[split] = dict(report.counts)
     if cfg.max_train_seconds > 0:
         kept = [u for u in utts["train"] if u.num_frames <= 100 * cfg.max_train_seconds]
@@ -191,7 +200,8 @@ def prepare_data(cfg: MultiSoftmaxConfig, out_dir: Path, corpus_dir: Path | None
         utts["train"] = kept
     hours = {lang: sum(u.num_frames for u in utts["train"] if u.language == lang) / 360000
              for lang in languages}
-    return Data(languages, tokenizers, utts["train"], utts["dev"], utts["test"], hours, skipped)
+    return Data(languages, tokenizers, utts["train"], utts["dev"], utts["test"], hours, skipped,
+                utts.get(UNSEEN, []), cmvn)
 
 
 def _first_per_language(utts: Sequence[Utterance], languages: Sequence[str], n: int) -> list[Utterance]:
@@ -205,10 +215,17 @@ def test_set(cfg: MultiSoftmaxConfig, data: Data) -> list[Utterance]:
     return _first_per_language(data.test, data.languages, cfg.test_utterances)
 
 
+def unseen_set(cfg: MultiSoftmaxConfig, data: Data) -> list[Utterance]:
+    """The unseen-voice utterances decoded: as many per language as :func:`test_set` takes."""
+    return _first_per_language(data.unseen, data.languages, cfg.test_utterances)
+
+
 def decode_set(cfg: MultiSoftmaxConfig, data: Data, options: DecodeOptions) -> list[Utterance]:
     """What a decoding reads: the test set in its languages, cut to the first
-    ``cfg.grid_utterances`` per language for the Table 7 grid."""
-    utts = [u for u in test_set(cfg, data) if not options.languages or u.language in options.languages]
+    ``cfg.grid_utterances`` per language for the Table 7 grid; with ``options.unseen`` the
+    unseen-voice utterances, as many per language."""
+    base = unseen_set(cfg, data) if options.unseen else test_set(cfg, data)
+    utts = [u for u in base if not options.languages or u.language in options.languages]
     if options.grid:
         utts = _first_per_language(utts, data.languages, cfg.grid_utterances)
     return utts

@@ -33,6 +33,7 @@ from speechlab.asr.rnnt.recipe import (MULTILINGUAL, Data, Decode, DecodeOptions
 from speechlab.asr.rnnt.tables import multisoftmax_results
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import Job, TrainJob
+from speechlab.experiment.scoring import score
 from speechlab.report import Results
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class MultiSoftmaxPaper:
 
     name = "multisoftmax"
     title = "Multi-softmax RNN-T"
-    scales = ("ci", "demo", "small", "converged", "paper-shape")
+    scales = ("ci", "demo", "small", "converged", "paper-shape", "shipped")
     demo_minutes = 6.0
     config_class = MultiSoftmaxConfig
     switches = ()
@@ -105,6 +106,12 @@ class MultiSoftmaxPaper:
         decodes += [Decode(v, multi[v], DecodeOptions()) for v in MULTILINGUAL if v in kept]
         decodes += [Decode(t.name, t, DecodeOptions(t.spec.languages)) for t in trains
                     if t.spec.languages]
+        if _has_unseen(cfg):
+            # The same systems on the unseen-voice split (language known; MS LID without it).
+            decodes += [Decode(f"{d.name}_unseen", d.model, replace(d.options, unseen=True))
+                        for d in list(decodes) if not d.options.grid
+                        and d.model.init_from is None
+                        and (d.options.early_stop is None or d.name == "lid_free")]
         unknown = [n for n in cfg.train_first if n not in {t.name for t in trains}]
         if unknown:
             raise ConfigError(f"train_first: {unknown} are not models of the plan")
@@ -113,7 +120,8 @@ class MultiSoftmaxPaper:
         first = {name: i for i, name in enumerate(cfg.train_first)}
         n = len(first)
         return sorted([*trains, *decodes], key=lambda j: first.get(j.name, n)
-                      if isinstance(j, TrainJob) else n - 0.5 if j.model.name in first else n)
+                      if isinstance(j, TrainJob) else n - 0.5
+                      if j.model.name in first and not j.options.unseen else n)
 
     def train(self, job: Train, cfg: MultiSoftmaxConfig, data: Data, out: Path) -> None:
         from speechlab.asr.rnnt.model import build
@@ -130,8 +138,13 @@ class MultiSoftmaxPaper:
             train_cfg = cfg.finetune
         else:
             train_cfg = replace(cfg.train, max_steps=job.steps) if job.steps else cfg.train
+        augment = None
+        if cfg.task.augment.active:
+            from speechlab.asr.data import WaveAugment
+
+            augment = WaveAugment(cfg.task.augment, data.cmvn)
         train_model(model, data.train, data.dev, train_cfg, cfg.task, out / "models" / job.name,
-                    languages=spec.languages)
+                    languages=spec.languages, augment=augment)
 
     def decode(self, job: Decode, cfg: MultiSoftmaxConfig, data: Data, out: Path):
         from speechlab.asr.rnnt.decode import decode_known, decode_without_language
@@ -143,6 +156,8 @@ class MultiSoftmaxPaper:
         # The search the run decodes with, kept for the model's later use (speechlab.load).
         write_decoding(out / "models" / job.model.name, search=to_dict(cfg.search))
         utts = decode_set(cfg, data, job.options)
+        if not utts and job.options.unseen:
+            return score([], {})  # a corpus without an unseen-voice split
         if not utts:
             raise DataError(f"no test utterances in {list(job.options.languages)} to decode "
                             f"for {job.name}")
@@ -155,3 +170,9 @@ class MultiSoftmaxPaper:
     def report(self, cfg: MultiSoftmaxConfig, data: Data, decoded: Mapping[Decode, object],
                out: Path, scale: str) -> Results:
         return multisoftmax_results(cfg, data, self.plan(cfg), decoded, out, scale)
+
+
+def _has_unseen(cfg: MultiSoftmaxConfig) -> bool:
+    """Whether the recipe's corpus has unseen voices for every one of its languages (a corpus
+    given with --corpus may still lack the split: its unseen decodings then come back empty)."""
+    return all(lang in cfg.corpus.unseen_voices for lang in cfg.languages)

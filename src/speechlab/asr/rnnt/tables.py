@@ -14,7 +14,8 @@ from pathlib import Path
 from speechlab.asr.data import Utterance
 from speechlab.asr.rnnt.decode import LidFreeRun
 from speechlab.asr.rnnt.model import count_parameters, load, parameter_table
-from speechlab.asr.rnnt.recipe import MULTILINGUAL, Data, Decode, MultiSoftmaxConfig, Train, test_set
+from speechlab.asr.rnnt.recipe import (MULTILINGUAL, Data, Decode, MultiSoftmaxConfig, Train,
+                                       test_set, unseen_set)
 from speechlab.experiment.jobs import Job, TrainJob
 from speechlab.experiment.scoring import (Scored, curves_from_logs, error_rate_table, merge,
                                           training_table, write_hyps)
@@ -25,6 +26,10 @@ from speechlab.utils import machine_load
 
 PAPER_NAMES = {"en": "En-IN", "hi": "Hi-IN", "ta": "Ta-IN", "gu": "Gu-IN"}
 
+SYSTEM_NAMES = {"vanilla": "Multilingual Vanilla", "onehot": "Multilingual Onehot",
+                "multisoftmax": "Multi-softmax", "multisoftmax_lsp": "Multi-softmax LSP",
+                "multisoftmax_lid": "Multi-softmax LID (language given)"}
+
 TRAINING_CAPTION = (
     "Training: updates made, best dev RNN-T loss per utterance (over the dev languages the "
     "model has) and the update it was reached at (the weights decoded), and wall-clock minutes "
@@ -32,9 +37,52 @@ TRAINING_CAPTION = (
 
 
 def _decodings(plan: Sequence[Job], decoded: Mapping[Decode, object],
-               keep: Callable[[Decode], bool]) -> list:
-    """The results of the plan's decodings that ``keep`` accepts, in plan order."""
-    return [decoded[j] for j in plan if not isinstance(j, TrainJob) and keep(j)]
+               keep: Callable[[Decode], bool], unseen: bool = False) -> list:
+    """The results of the plan's decodings that ``keep`` accepts, in plan order: of the test
+    set, or with ``unseen`` of the unseen-voice split."""
+    return [decoded[j] for j in plan if not isinstance(j, TrainJob) and keep(j)
+            and j.options.unseen == unseen]
+
+
+def _unseen_table(plan: Sequence[Job], decoded: Mapping[Decode, object],
+                  mono: Scored | None, known: Mapping[str, Scored | None],
+                  langs: Sequence[str]) -> tuple[Table | None, dict[str, Scored]]:
+    """WER[%] of each system with the language known (and MS LID without it) on the test
+    sentences read by training's voices and by unseen voices, side by side (None if nothing
+    was decoded on an unseen-voice split), and the unseen-voice decodings by system."""
+    mono_u = _decodings(plan, decoded, _from_scratch("mono"), unseen=True)
+    known_u = {v: _first(_decodings(plan, decoded, _from_scratch(v), unseen=True))
+               for v in MULTILINGUAL}
+    lid_free = _first(_decodings(plan, decoded, lambda j: j.name == "lid_free"))
+    lid_free_u = _first(_decodings(plan, decoded, lambda j: j.name == "lid_free_unseen",
+                                   unseen=True))
+    pairs = [("Monolingual", mono, merge(mono_u) if mono_u else None)]
+    pairs += [(SYSTEM_NAMES[v], known[v], known_u[v]) for v in MULTILINGUAL]
+    pairs.append(("Multi-softmax LID (language unknown)",
+                  lid_free.lid if isinstance(lid_free, LidFreeRun) else None,
+                  lid_free_u.lid if isinstance(lid_free_u, LidFreeRun) else None))
+    rows, systems = [], {}
+    for name, test, unseen in pairs:
+        if test is None or unseen is None or not unseen.words:
+            continue
+        systems[name] = unseen
+        row: list = [name]
+        for lang in langs:
+            row += [_pct(test.words.get(lang)), _pct(unseen.words.get(lang))]
+        row += [100 * test.average(), 100 * unseen.average()]
+        rows.append(row)
+    if not rows:
+        return None, {}
+    cols = ["System"] + [f"{PAPER_NAMES.get(l, l)} {side}" for l in [*langs, "Avg."]
+                         for side in ("test", "unseen voices")]
+    return Table("unseen", "WER[%] on the test sentences read by the voices of training (test) "
+                 "and by voices no training utterance has (unseen voices), side by side: how far "
+                 "the models recognise speech rather than the synthesizers they heard.", cols,
+                 rows, formats={c: "{:.2f}" for c in cols[1:]}), systems
+
+
+def _pct(rate) -> float | None:
+    return None if rate is None else 100 * rate.wer
 
 
 def _from_scratch(variant: str) -> Callable[[Decode], bool]:
@@ -74,6 +122,7 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
     mono_scored = (merge(_decodings(plan, decoded, _from_scratch("mono"))) if mono_jobs
                    else None)
     known = {v: _first(_decodings(plan, decoded, _from_scratch(v))) for v in MULTILINGUAL}
+    unseen, unseen_systems = _unseen_table(plan, decoded, mono_scored, known, langs)
     ft_scored = {v: (merge(parts) if (parts := _decodings(plan, decoded, _fine_tuned_from(v)))
                      else None) for v in ("onehot", "multisoftmax")}
     lid_free: LidFreeRun | None = _first(_decodings(
@@ -90,7 +139,7 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
                         ("Multi-softmax LID", lid_free.lid if lid_free else None),
                         ("Multi-softmax LID Oracle", lid_free.oracle if lid_free else None))
     names = {"column_names": PAPER_NAMES}
-    tables = []
+    tables = [unseen] if unseen is not None else []
     if table2_rows:
         tables.append(error_rate_table(
             "table2", "WER[%] with the input language known (Table 2). Avg. is word-weighted; "
@@ -128,6 +177,10 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
             "ms_lid": lid_free.lid if lid_free else None,
             "ms_lid_oracle": lid_free.oracle if lid_free else None}
     write_hyps(out / "hyps", test, {k: v for k, v in hyps.items() if v is not None})
+    if unseen_systems:
+        write_hyps(out / "hyps" / "unseen", unseen_set(cfg, data),
+                   {name.lower().replace(" ", "_").replace("(", "").replace(")", ""): v
+                    for name, v in unseen_systems.items()})
     tables.append(training_table(models_dir, trained, caption=TRAINING_CAPTION))
     figures += training_figures(models_dir, langs, {j.spec.languages[0]: j.name for j in mono_jobs},
                                 multilingual, out)

@@ -13,13 +13,14 @@ import functools
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from torch import Tensor, nn
 
 from speechlab.asr.ctc.loss import ctc_loss
-from speechlab.asr.data import Batch, Utterance, collate
+from speechlab.asr.data import Batch, Utterance, WaveAugment, collate
+from speechlab.audio.augment import AugmentPlan
 from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
 from speechlab.asr.rnnt.model import RNNT, RNNTOutput, UnionMap, lid_ce_loss
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
@@ -73,6 +74,9 @@ class TaskConfig:
     # alone (0.0); on a few CPU-hours of synthetic data the CTC term makes the encoder learn
     # the audio-to-grapheme mapping in far fewer updates (see docs/multisoftmax.md).
     ctc_weight: float = ranged(0.0, ge=0)
+    # Speaker and channel effects drawn afresh each time a training utterance is batched
+    # (none by default; speechlab.asr.data.WaveAugment).
+    augment: AugmentPlan = field(default_factory=AugmentPlan)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -99,11 +103,13 @@ def _loss_fused(out: RNNTOutput, batch: Batch) -> Tensor:
                            batch.targets, out.enc_lens, batch.target_lens)
 
 
-def collate_rnnt(utts: Sequence[Utterance], language: str, union: UnionMap | None) -> Batch:
+def collate_rnnt(utts: Sequence[Utterance], language: str, union: UnionMap | None,
+                 feats: Sequence[Tensor] | None = None) -> Batch:
     """A language-homogeneous batch; ``union`` maps local ids to union ids (the vanilla and
-    onehot models share one softmax over every language's symbols)."""
+    onehot models share one softmax over every language's symbols); ``feats`` replace the
+    utterances' own (augmented ones)."""
     label_map = None if union is None else functools.partial(union.to_union, language)
-    return collate(utts, language, label_map)
+    return collate(utts, language, label_map, feats)
 
 
 LOSSES = {"full": _loss_full, "fused": _loss_fused}
@@ -114,8 +120,11 @@ class RNNTTask:
 
     def __init__(self, model: RNNT, train: Sequence[Utterance], dev: Sequence[Utterance],
                  cfg: TaskConfig = TaskConfig(), *, seed: int = 0, rank: int = 0,
-                 world_size: int = 1) -> None:
+                 world_size: int = 1, augment: WaveAugment | None = None) -> None:
+        """``augment`` re-renders the training utterances' features per batch (their samples
+        must be kept)."""
         self.cfg = cfg
+        self.augment = augment
         self.languages = set(model.languages)
         self.train = [u for u in train if u.tokens is not None and u.language in self.languages]
         self.dev = [u for u in dev if u.tokens is not None and u.language in self.languages]
@@ -147,7 +156,9 @@ class RNNTTask:
         return MapBatches(GroupedBatches(sampler, self.cfg.batches_per_update), self._collate_group)
 
     def _collate(self, b: LanguageBatch) -> Batch:
-        return collate_rnnt([self.train[i] for i in b.indices], b.language, self.union)
+        utts = [self.train[i] for i in b.indices]
+        return collate_rnnt(utts, b.language, self.union,
+                            self.augment.features(utts) if self.augment else None)
 
     def _collate_group(self, group: list[LanguageBatch]) -> BatchGroup:
         return BatchGroup([self._collate(b) for b in group])

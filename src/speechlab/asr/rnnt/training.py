@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from speechlab.asr.data import Utterance
+from speechlab.asr.data import WaveAugment
 from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.errors import ConfigError
@@ -26,9 +27,10 @@ from speechlab.train.card import ModelCard, best_or_latest, read_card
 
 def train_model(model: RNNT, train: Sequence[Utterance], dev: Sequence[Utterance],
                 train_cfg: TrainConfig, task_cfg: TaskConfig, run_dir: Path, *,
-                languages: Sequence[str] = ()) -> None:
+                languages: Sequence[str] = (), augment: WaveAugment | None = None) -> None:
     """Train (or resume) ``model`` in ``run_dir`` on the utterances of ``languages`` (all if
-    empty), on this rank's shard under torchrun. Validation (and so the choice of
+    empty), on this rank's shard under torchrun, with ``augment``'s fresh effects per batch
+    if given. Validation (and so the choice of
     ``best.pt``) uses the dev utterances of the same languages: a model fine-tuned on one
     language is judged on that language alone."""
     if distributed.current().distributed:
@@ -41,7 +43,7 @@ def train_model(model: RNNT, train: Sequence[Utterance], dev: Sequence[Utterance
     train = [u for u in train if not languages or u.language in languages]
     dev = [u for u in dev if not languages or u.language in languages]
     fit(model, lambda rank, world: RNNTTask(model, train, dev, task_cfg, seed=train_cfg.seed,
-                                            rank=rank, world_size=world),
+                                            rank=rank, world_size=world, augment=augment),
         train_cfg, run_dir, card=ModelCard.of(FAMILY, model.config))
 
 

@@ -40,6 +40,7 @@ from speechlab.text.ngram import MAX_ORDER, MAX_ORDER_WHY
 from speechlab.train import TrainConfig
 
 SPLITS = ("train", "dev", "test")
+UNSEEN = "unseen"  # speechlab.data.corpus.UNSEEN
 DIAGNOSED = "diagnosis:"
 #: ``diagnosis:KIND``: the blocks of the diagnosis a variant takes.
 FOUND: dict[str, Callable[[Sequence[BlockDiagnosis]], tuple[int, ...]]] = {
@@ -229,6 +230,8 @@ class LocalAttentionData:
     test: list[Utterance]
     lm_path: Path
     skipped: dict[str, int]
+    # The test sentences by voices training never heard (empty if the corpus has none).
+    unseen: list[Utterance] = field(default_factory=list)
 
     def spread_dev(self, n: int) -> list[Utterance]:
         """``n`` dev utterances spread over the dev set's durations (the diagnosis reads them)."""
@@ -237,9 +240,11 @@ class LocalAttentionData:
         return [dev[round(i * (len(dev) - 1) / max(n - 1, 1))] for i in range(n)]
 
     def decode_sets(self) -> dict[str, dict[str, torch.Tensor]]:
-        """Table 1's sets: ``{"dev" | "test": {utt id: waveform}}``."""
-        return {s: {u.id: u.wav for u in utts} for s, utts in (("dev", self.dev),
-                                                               ("test", self.test))}
+        """Table 1's sets: ``{"dev" | "test" [| "unseen"]: {utt id: waveform}}``."""
+        sets = [("dev", self.dev), ("test", self.test)]
+        if self.unseen:
+            sets.append((UNSEEN, self.unseen))
+        return {s: {u.id: u.wav for u in utts} for s, utts in sets}
 
     def tune_references(self, n: int) -> dict[str, str]:
         """``{utt id: text}`` of the first ``n`` dev utterances (the LM weight is chosen on them)."""
@@ -279,18 +284,18 @@ def prepare_data(cfg: LocalAttentionConfig, out: Path, corpus_dir: Path | None, 
     corpus = corpus_of(out, corpus_dir, lambda d: make_asr_corpus(cfg.corpus, d), write=write)
     cuts = {split: [c for c in CutSet.from_file(path)
                     if c.supervisions and c.supervisions[0].language == "en"]
-            for split, path in asr_manifests(corpus, SPLITS).items()}
+            for split, path in asr_manifests(corpus, SPLITS, optional=(UNSEEN,)).items()}
     texts = {s: [normalize_text(c.supervisions[0].text or "", "en") for c in cuts[s]]
-             for s in SPLITS}
+             for s in cuts}
     tokenizer = GraphemeTokenizer.build([t for t in texts["train"] if t.strip()], "en")
     field_ = model_config(cfg).receptive_field
     utts: dict[str, list[Utterance]] = {}
     skipped: dict[str, int] = {}
-    for split in SPLITS:
+    for split in cuts:
         utts[split], n = _utterances(cuts[split], texts[split], tokenizer, field_)
         if n:
             skipped[split] = n
-        if not utts[split]:
+        if not utts[split] and split != UNSEEN:
             raise DataError(f"{corpus}: no usable English utterance in {split}")
     lm_path = out / "lang" / "en.arpa"
     if write:  # what a fine-tuned model of the run needs to transcribe on its own
@@ -301,4 +306,4 @@ def prepare_data(cfg: LocalAttentionConfig, out: Path, corpus_dir: Path | None, 
         lm_text += [u.text for u in utts["train"]]
         write_lm(lm_text, lm_path, order=cfg.lm_order, vocab_size=cfg.lm_vocab)
     return LocalAttentionData(tokenizer, utts["train"], utts["dev"], utts["test"], lm_path,
-                              skipped)
+                              skipped, utts.get(UNSEEN, []))

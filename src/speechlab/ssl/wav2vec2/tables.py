@@ -29,6 +29,10 @@ from speechlab.ssl.wav2vec2.recipe import (
 COLUMNS = ["Model", "LMSAB blocks", "Beam", "Dev WER", "Dev CER", "Test WER", "Test CER",
            "Test WERR", "WERR 95% CI"]
 
+UNSEEN_COLUMNS = ["Unseen-voice WER", "Unseen-voice CER"]
+UNSEEN_CAPTION = (" Unseen-voice WER/CER: the test sentences read by voices no training "
+                  "utterance has, beside the test set read by training's voices.")
+
 TABLE1_CAPTION = (
     "WER and CER [%] per model and decoding (Table 1): Viterbi (None) and CTC beam search with "
     "the word n-gram LM at each beam (LM weight chosen on dev at the first beam, so dev rows "
@@ -53,7 +57,10 @@ def table1(data: LocalAttentionData, variants: list[tuple[Decode, VariantDecodin
            ) -> Table:
     """Table 1; every test hypothesis goes to ``hyps/<model>_<decoding>.txt``."""
     refs = {"dev": data.dev, "test": data.test}
+    if data.unseen:
+        refs["unseen"] = data.unseen
     ids = {s: [u.id for u in refs[s]] for s in refs}
+    columns = COLUMNS + (UNSEEN_COLUMNS if data.unseen else [])
 
     def rates(by_split, split):
         r, h = [u.text for u in refs[split]], [by_split[split].get(i, "") for i in ids[split]]
@@ -78,14 +85,20 @@ def table1(data: LocalAttentionData, variants: list[tuple[Decode, VariantDecodin
             else:
                 low, high = werr_interval(base, test_w)
                 row += [werr(base.wer, test_w.wer), f"[{low:+.1f}, {high:+.1f}]"]
+            if data.unseen:
+                unseen_w, unseen_c = (rates(by_split, "unseen") if "unseen" in by_split
+                                      else (None, None))
+                row += [None if unseen_w is None else 100 * unseen_w.wer,
+                        None if unseen_c is None else 100 * unseen_c.wer]
             rows.append(row)
             label = "viterbi" if beam is None else f"beam{decoding}"
             systems[f"{name}_{label}"] = Scored(dict(by_split["test"]), {"en": test_w},
                                                 {"en": test_c})
     if systems:
         write_hyps(out / "hyps", data.test, systems)
-    return Table("table1", TABLE1_CAPTION, COLUMNS, rows,
-                 formats={c: "{:.1f}" for c in COLUMNS[3:8]})
+    caption = TABLE1_CAPTION + (UNSEEN_CAPTION if data.unseen else "")
+    return Table("table1", caption, columns, rows,
+                 formats={c: "{:.1f}" for c in [*COLUMNS[3:8], *columns[len(COLUMNS):]]})
 
 
 def _notes(cfg: LocalAttentionConfig, data: LocalAttentionData, scale: str,

@@ -1,0 +1,101 @@
+"""The models speechlab ships: packages under the repository's ``models/``, reached by name.
+
+Each ``models/NAME/`` is a package (:mod:`speechlab.package`) written by ``speechlab export``
+from a run of one of the repository's recipes, with a ``README.md`` (its model card: what it
+is, the command and commit that made it, its in-domain and unseen-voice test figures).
+``speechlab.load("NAME")``, ``speechlab transcribe NAME ...`` and ``speechlab serve`` (with no
+PATH) take these names; ``speechlab models`` lists them, and ``speechlab models --markdown``
+writes the table of ``models/README.md``.
+
+Where they are: ``$SPEECHLAB_MODELS`` if set, else the ``models/`` folder of the checkout this
+speechlab is installed from (``make setup`` installs it in place).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from speechlab.errors import DataError
+
+MODELS_ENV = "SPEECHLAB_MODELS"
+
+
+def models_dir() -> Path:
+    """Where the shipped packages are (it may not exist: an install without the checkout)."""
+    given = os.environ.get(MODELS_ENV)
+    if given:
+        return Path(given)
+    return Path(__file__).resolve().parents[2] / "models"
+
+
+def shipped() -> dict[str, Path]:
+    """``{name: package dir}`` of every shipped model, by name."""
+    from speechlab.package import is_package
+
+    root = models_dir()
+    if not root.is_dir():
+        return {}
+    return {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and is_package(p)}
+
+
+def resolve(model: str | Path) -> Path:
+    """``model`` as a path: itself if it exists, else the shipped model of that name; a
+    DataError naming the shipped models otherwise."""
+    path = Path(model)
+    if path.exists():
+        return path
+    found = shipped().get(str(model)) if "/" not in str(model) else None
+    if found is not None:
+        return found
+    names = sorted(shipped())
+    raise DataError(f"{model}: no such file or directory, nor a shipped model"
+                    + (f" (shipped: {', '.join(names)})" if names else
+                       f" (none are shipped in {models_dir()})"))
+
+
+def _figures(card: Any) -> dict[str, Any]:
+    """The card's headline test figures: ``results["shipped"]`` as the shipping run wrote it."""
+    return dict((card.results or {}).get("shipped") or {})
+
+
+def table_rows() -> list[list[str]]:
+    """One row per shipped model: name, family, kind, languages, figures, size in MB."""
+    from speechlab.package import read_card
+
+    rows = []
+    for name, path in shipped().items():
+        card = read_card(path)
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
+        figures = "; ".join(f"{k}: {v}" for k, v in _figures(card).items()) or "-"
+        rows.append([name, card.family, card.kind, ", ".join(card.languages) or "-", figures,
+                     f"{size:.1f}"])
+    return rows
+
+
+HEADER = ["Model", "Family", "Kind", "Languages", "Test figures", "MB"]
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    rows = table_rows()
+    if args.markdown:
+        print("| " + " | ".join(HEADER) + " |")
+        print("|" + "|".join("---" for _ in HEADER) + "|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return 0
+    if not rows:
+        print(f"no shipped models in {models_dir()}")
+        return 0
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+    for r in [HEADER, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser("models", help="list the shipped models (speechlab.load takes their names)")
+    m.add_argument("--markdown", action="store_true", help="as the table of models/README.md")
+    m.set_defaults(func=_run_models)
