@@ -152,8 +152,10 @@ class CorpusConfig:
         noise_snr_db: (low, high) SNR range of that noise.
         noise_colors: noise colours sampled from (keys of synth.NOISE_COLORS).
         tempo_prob, tempo: probability and (low, high) range of a sox tempo change.
-        world_prob, f0_scale, formant_warp: share of utterances given another voice by WORLD
-            (F0 factor, vocal-tract warp; :mod:`speechlab.audio.augment`), and the ranges.
+        world_prob, f0_scale, formant_warp: share of festival's utterances given another
+            voice by WORLD (F0 factor, vocal-tract warp; :mod:`speechlab.audio.augment`), and
+            the ranges. festival's voices are one recorded speaker each; espeak-ng's are
+            already many (its variants), and WORLD costs more than synthesizing them.
         speed_prob, speed: speed perturbation.
         reverb_prob, rt60: simulated rooms (reverberation time range, seconds).
         babble_prob: share of the noisy utterances whose noise is other utterances (babble).
@@ -187,7 +189,7 @@ class CorpusConfig:
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
     tempo_prob: float = ranged(0.0, ge=0, le=1)
     tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
-    world_prob: float = ranged(0.25, ge=0, le=1)
+    world_prob: float = ranged(0.3, ge=0, le=1)
     f0_scale: tuple[float, float] = ranged((0.8, 1.25), gt=0.25, lt=4)
     formant_warp: tuple[float, float] = ranged((0.9, 1.12), gt=0.5, lt=2)
     speed_prob: float = ranged(0.3, ge=0, le=1)
@@ -372,6 +374,8 @@ def plan_utterances(lang: str, split: str, pool: list[Sentence],
         snr = round(rng.uniform(*cfg.noise_snr_db), 1)
         babble = rng.random() < cfg.babble_prob
         effects = draw_effects(plan, rng)
+        if base.engine != "festival":
+            effects = tuple(e for e in effects if e.name != "world")
         if noisy and babble:
             # Babble is an effect (it mixes the batch's other utterances), placed after the
             # room, before the channel, as noise in the room would be.
