@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -39,11 +40,12 @@ def test_a_shipped_name_loads_like_its_path(ships, monkeypatch):
 
 def test_an_unknown_name_names_the_shipped_models(ships, monkeypatch, capsys):
     monkeypatch.setenv(MODELS_ENV, str(ships))
-    with pytest.raises(DataError, match=r"no_such_model: .*nor a shipped model \(shipped: "
-                                        r"en_tiny_ctc\)"):
-        resolve("no_such_model")
+    assert resolve("no_such_model") == Path("no_such_model")
+    with pytest.raises(DataError, match=r"no_such_model does not exist; give .*, or a shipped "
+                                        r"model's name \(en_tiny_ctc\)"):
+        speechlab.load("no_such_model")
     assert main(["transcribe", "no_such_model", "x.wav"]) == 2
-    assert "shipped: en_tiny_ctc" in capsys.readouterr().err
+    assert "or a shipped model's name (en_tiny_ctc)" in capsys.readouterr().err
 
 
 def test_speechlab_models_lists_them(ships, monkeypatch, capsys):

@@ -119,7 +119,11 @@ def _what(model: Any) -> str:
 def _load_torch(path: Path) -> Any:
     """A model that is not a package (module doc), its networks in PyTorch."""
     if not path.exists():
-        raise DataError(f"{path} does not exist; give {LOOKED_FOR}")
+        from speechlab.shipped import shipped
+
+        names = sorted(shipped())
+        raise DataError(f"{path} does not exist; give {LOOKED_FOR}"
+                        + (f", or a shipped model's name ({', '.join(names)})" if names else ""))
     if path.is_dir():
         if (path / "config.json").is_file():
             return _hugging_face(path)

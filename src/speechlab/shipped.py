@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from speechlab.errors import DataError
 
 MODELS_ENV = "SPEECHLAB_MODELS"
 
@@ -42,18 +41,12 @@ def shipped() -> dict[str, Path]:
 
 
 def resolve(model: str | Path) -> Path:
-    """``model`` as a path: itself if it exists, else the shipped model of that name; a
-    DataError naming the shipped models otherwise."""
+    """``model`` as a path: the shipped model of that name if it names one and is not a path
+    that exists, else ``model`` itself (whose absence the loader reports)."""
     path = Path(model)
-    if path.exists():
+    if path.exists() or "/" in str(model):
         return path
-    found = shipped().get(str(model)) if "/" not in str(model) else None
-    if found is not None:
-        return found
-    names = sorted(shipped())
-    raise DataError(f"{model}: no such file or directory, nor a shipped model"
-                    + (f" (shipped: {', '.join(names)})" if names else
-                       f" (none are shipped in {models_dir()})"))
+    return shipped().get(str(model), path)
 
 
 def _figures(card: Any) -> dict[str, Any]:
