@@ -174,8 +174,10 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="corpus dir with {train,dev,test}_cuts.jsonl.gz (default: build the embedded one)")
     p.add_argument("--config", type=Path, default=None,
                    help="a recipe YAML to use instead of the scale's (speechlab/recipes/<paper>/<scale>.yaml)")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0")
+    # extend: a second --set adds to the first instead of silently replacing it
+    p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                   help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0"
+                        " (repeatable)")
     p.set_defaults(accepts_switches=True)
 
 

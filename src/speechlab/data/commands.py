@@ -94,6 +94,23 @@ def _print_info(corpus_dir: Path) -> None:
             print("text sources missing (word-list top-up used):", ", ".join(missing))
 
 
+def _run_prepare(args: argparse.Namespace) -> int:
+    from speechlab.data.prepare import prepare_corpus
+
+    languages = None
+    if args.languages:
+        languages = [lang.strip() for lang in args.languages.split(",") if lang.strip()]
+    reports = prepare_corpus(args.corpus, args.src_dir, args.out, languages=languages,
+                             on_error=args.on_error, overwrite=args.overwrite)
+    for split, rep in reports.items():
+        line = f"{split}: {rep.kept} utterances"
+        if rep.total_skipped:
+            line += f", skipped {rep.total_skipped}: {dict(rep.skipped)}"
+        print(line)
+    _print_info(Path(args.out).resolve())
+    return 0
+
+
 def _run_harvest(args: argparse.Namespace) -> int:
     sentences = harvest_sentences(LANGUAGES, args.cache_dir, refresh=args.refresh)
     prov = harvest_provenance(args.cache_dir)
@@ -149,6 +166,29 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     lh.add_argument("--recordings", type=Path, required=True, help="RecordingSet file")
     lh.add_argument("--supervisions", type=Path, required=True, help="SupervisionSet file")
     _add_import_options(lh, _run_import_lhotse)
+
+    from speechlab.data.prepare import CORPORA
+
+    prep = sub.add_parser(
+        "prepare", help="a real corpus you have (LibriSpeech, FLEURS, CMU INDIC, LJSpeech, CMU "
+        "ARCTIC) into the corpus layout, through lhotse's recipes",
+        description="Prepare a corpus from its unpacked distribution (nothing is downloaded): "
+        + "; ".join(f"{k}: {c.what}" for k, c in CORPORA.items())
+        + ". Audio is resampled to 16 kHz on load, transcripts normalised as the embedded "
+        "corpus's; see docs/corpus.md.")
+    prep.add_argument("corpus", choices=sorted(CORPORA), metavar="CORPUS",
+                      help=f"one of {', '.join(sorted(CORPORA))}")
+    prep.add_argument("src_dir", type=Path, metavar="SRC_DIR", help="the unpacked corpus")
+    prep.add_argument("--out", type=Path, required=True, help="corpus directory to write")
+    prep.add_argument("--languages", default=None,
+                      help="comma-separated tags to keep (fleurs, cmu-indic; default: every "
+                           "one of en, hi, ta, gu it holds)")
+    prep.add_argument("--on-error", dest="on_error", choices=("raise", "skip"), default="raise",
+                      help="an unusable utterance stops the preparation (raise) or is counted "
+                           "and left out (skip)")
+    prep.add_argument("--overwrite", action="store_true",
+                      help="replace splits the directory already holds")
+    prep.set_defaults(func=_run_prepare, outputs={"out": "corpus"})
 
     harvest = sub.add_parser("harvest-text", help="harvest (or show) the cached sentence lists")
     harvest.add_argument("--refresh", action="store_true", help="harvest again")

@@ -188,7 +188,7 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
                    figures=figures, notes=notes(cfg, scale, data, test))
 
 
-def lid_table(vanilla_scored: Scored, lid_free: LidFreeRun, test: Sequence[Utterance],
+def lid_table(vanilla_scored: Scored | None, lid_free: LidFreeRun, test: Sequence[Utterance],
               langs: Sequence[str]) -> Table:
     """Table 5: % of utterances whose hypothesis script matches the transcription's."""
     truth = [u.language for u in test]
@@ -201,7 +201,10 @@ def lid_table(vanilla_scored: Scored, lid_free: LidFreeRun, test: Sequence[Utter
         return lid_accuracy(truth, pred)
 
     rows = []
-    for name, acc in (("Multilingual Vanilla (script)", by_script(vanilla_scored)),
+    # a recipe whose systems leave Vanilla out has no Vanilla row
+    vanilla = ([("Multilingual Vanilla (script)", by_script(vanilla_scored))]
+               if vanilla_scored is not None else [])
+    for name, acc in (*vanilla,
                       ("Multi-softmax LID (script)", by_script(lid_free.lid)),
                       ("Multi-softmax LID (LID head)",
                        lid_accuracy(truth, [lid_free.picked[u.id] for u in test])),
