@@ -27,6 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from speechlab.audio.augment import AugmentPlan  # noqa: E402
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus  # noqa: E402
 from speechlab.data.text_harvest import LANGUAGES, harvest_sentences  # noqa: E402
 
@@ -34,8 +35,7 @@ TARGET = 100.0
 # family -> its language (the festival voices the varied corpus adds, and espeak-ng's peers)
 FAMILIES = {"en-kal": "en", "en-ked": "en", "en-slt": "en", "hi-nsk": "hi", "gu-nsk": "gu",
             "en-us": "en", "hi": "hi"}
-NO_EFFECTS = dict(world_prob=0.0, speed_prob=0.0, reverb_prob=0.0, babble_prob=0.0,
-                  channel_prob=0.0, gain_prob=0.0, noise_prob=0.0)
+NO_EFFECTS = dict(effects=AugmentPlan(), babble_prob=0.0, noise_prob=0.0)
 
 
 def _build(cfg: CorpusConfig) -> tuple[float, float, int]:

@@ -167,3 +167,28 @@ def test_a_user_dataclass_declares_ranges_with_ranged():
     assert from_dict(Paper, {"temperature": 2}).temperature == 2.0
     with pytest.raises(ConfigError, match=r"'temperature' must be <= 10, got 11\.0"):
         from_dict(Paper, {"temperature": 11})
+
+
+def test_a_section_given_in_part_keeps_its_fields_own_default_not_its_classs():
+    """A nested section whose field default comes from a factory (the corpus's effects) keeps
+    that default for every key not given, in YAML, in --dotted options and in --help."""
+    import argparse
+
+    from speechlab.config import add_config_args, config_from_args, from_dict
+    from speechlab.data.corpus import CorpusConfig
+
+    cfg = from_dict(CorpusConfig, {"effects": {"world_prob": 0.1}})
+    default = CorpusConfig().effects
+    assert cfg.effects.world_prob == 0.1 and default.world_prob != 0.1
+    assert cfg.effects.reverb_prob == default.reverb_prob > 0
+    assert cfg.effects.channels == default.channels
+    # a mapping field is replaced whole, not merged with its default
+    cfg = from_dict(CorpusConfig, {"voices": {"en": {"en-us": 1.0}, "hi": {"hi": 1.0},
+                                              "ta": {"ta": 1.0}, "gu": {"gu": 1.0}}})
+    assert cfg.voices["en"] == {"en-us": 1.0}
+    parser = argparse.ArgumentParser()
+    add_config_args(parser, CorpusConfig)
+    args = parser.parse_args(["--effects.gain_prob", "0.9"])
+    got = config_from_args(CorpusConfig, args).effects
+    assert got.gain_prob == 0.9 and got.speed_prob == default.speed_prob
+    assert f"(default: {default.reverb_prob!r})" in parser.format_help()

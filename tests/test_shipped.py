@@ -4,9 +4,6 @@ speechlab serve with no PATH all reach the packages under models/ (or $SPEECHLAB
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -59,19 +56,9 @@ def test_speechlab_models_lists_them(ships, monkeypatch, capsys):
 
 
 def test_serve_without_paths_serves_the_shipped_models(ships):
-    proc = subprocess.Popen([sys.executable, "-m", "speechlab", "serve", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1", MODELS_ENV: str(ships)})
-    try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "http://" in line:
-                break
-        assert "en_tiny_ctc" in "".join(lines), lines
-        url = line.split()[2]
+    from speechlab.testing.serve_process import serve_process
+
+    with serve_process(["--port", "0"], {MODELS_ENV: str(ships)}) as (url, printed):
+        assert "en_tiny_ctc" in printed
         with urllib.request.urlopen(url + "api/models", timeout=30) as r:
             assert [m["name"] for m in json.loads(r.read())] == ["en_tiny_ctc"]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)

@@ -283,13 +283,42 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
             f"unknown config key(s) {sorted(prefix + k for k in unknown)}; "
             f"known keys under {prefix or 'top level'}: {sorted(fields)}"
         )
-    kwargs = {name: _coerce(val, hints[name], prefix + name) for name, val in data.items()}
+    kwargs = {}
+    for name, val in data.items():
+        default = _field_default(fields[name])
+        if isinstance(val, dict) and dataclasses.is_dataclass(default):
+            # A section given in part keeps the rest of the field's own default (its
+            # default_factory's values, not its class's).
+            val = _over(to_dict(default), val, type(default))
+        kwargs[name] = _coerce(val, hints[name], prefix + name)
     try:
         cfg = cls(**kwargs)
         check_fields(cfg)
     except FieldError as e:
         raise ConfigError(f"config key {prefix + e.key!r} {e.reason}") from None
     return cfg
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def _over(default: dict[str, Any], given: dict[str, Any], cls: type) -> dict[str, Any]:
+    """``given`` over ``default`` (a dataclass ``cls`` as a dict): nested sections merge,
+    every other value (lists, mappings such as per-language weights) is replaced whole."""
+    out = dict(default)
+    hints = _hints(cls)
+    for k, v in given.items():
+        if (isinstance(v, dict) and isinstance(out.get(k), dict) and k in hints
+                and _is_dataclass_type(hints[k])):
+            out[k] = _over(out[k], v, hints[k])
+        else:
+            out[k] = v
+    return out
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -404,22 +433,21 @@ def save_config(cfg: Any, path: str | Path) -> None:
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True))
 
 
-def _flat_fields(cls: type, prefix: str = "") -> list[tuple[str, Any, Any]]:
+def _flat_fields(cls: type, prefix: str = "", instance: Any = None
+                 ) -> list[tuple[str, Any, Any]]:
+    """(dotted name, type, default) of every leaf field; a nested section's defaults are
+    those of the instance its parent gives it (``instance``), else of its class."""
     out = []
     hints = _hints(cls)
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
         tp = hints[f.name]
+        default = getattr(instance, f.name) if instance is not None else _field_default(f)
         if _is_dataclass_type(tp):
-            out.extend(_flat_fields(tp, prefix + f.name + "."))
+            out.extend(_flat_fields(tp, prefix + f.name + ".",
+                                    default if dataclasses.is_dataclass(default) else None))
         else:
-            if f.default is not dataclasses.MISSING:
-                default = f.default
-            elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-                default = f.default_factory()  # type: ignore[misc]
-            else:
-                default = None
             out.append((prefix + f.name, tp, default))
     return out
 

@@ -121,8 +121,10 @@ def test_a_festival_voice_cannot_be_both_heard_and_unseen():
                              "ta": {"ta": 1.0}, "gu": {"gu": 1.0}})
     with pytest.raises(ConfigError, match="unknown speaker famil"):
         CorpusConfig(unseen_voices={"en": {"en-nobody": 1.0}})
+    from speechlab.audio.augment import AugmentPlan
+
     with pytest.raises(ConfigError, match="channels: unknown channel"):
-        CorpusConfig(channels=("carrier-pigeon",))
+        CorpusConfig(effects=AugmentPlan(channels=("carrier-pigeon",)))
 
 
 def _manifest_lines(corpus_dir: Path) -> dict[str, list[str]]:

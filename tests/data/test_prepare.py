@@ -149,3 +149,19 @@ def test_a_paper_runs_at_the_ci_scale_from_prepared_corpora(prepared, tmp_path):
                  "--set", "systems=[multisoftmax_lid]", "--set", "grid_language=hi"]) == 0
     names = [t.name for t in Results.load(run).tables]
     assert "table4" in names and "unseen" not in names  # a real corpus has no unseen split
+
+
+@pytest.mark.parametrize("corpus, paper, sets", [
+    ("cmu-indic", "multisoftmax", ["languages=[hi, ta]", "systems=[multisoftmax]",
+                                   "grid_language=hi"]),
+    ("ljspeech", "local-attention", []),
+    ("cmu-arctic", "topologies", ["languages=[en]", "topologies=[S2-T1]"]),
+])
+def test_the_other_corpora_run_a_paper_at_the_ci_scale(prepared, tmp_path, corpus, paper, sets):
+    from speechlab.report import Results
+
+    _, out = prepared[corpus]
+    run = tmp_path / "run"
+    argv = ["reproduce", paper, "--scale", "ci", "--corpus", str(out), "--out", str(run)]
+    assert main(argv + (["--set", *sets] if sets else [])) == 0
+    assert Results.load(run).tables

@@ -4,10 +4,7 @@ saying which are missing), one error line for a port in use, and model names."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -19,18 +16,10 @@ from speechlab.serve.models import unique_names
 def test_serve_without_paths_serves_the_demo_models_it_finds(model_paths, tmp_path):
     demo = tmp_path / "demo"
     shutil.copytree(model_paths["tones"].parent.parent, demo / "multisoftmax")
-    proc = subprocess.Popen([sys.executable, "-m", "speechlab", "serve", "--demo", str(demo),
-                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if "http://" in line:
-                break
-        out = "".join(lines)
+    from speechlab.testing.serve_process import serve_process
+
+    with serve_process(["--demo", str(demo), "--port", "0"]) as (url, out):
         assert "lacks topologies/models/en_S1-T1" in out and "salad/models/big_salad" in out
-        url = line.split()[2]
         assert url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(url + "api/models", timeout=30) as r:
             assert json.loads(r.read()) == [{"name": "multisoftmax_lid", "kind": "asr",
@@ -41,9 +30,6 @@ def test_serve_without_paths_serves_the_demo_models_it_finds(model_paths, tmp_pa
             assert r.headers["Content-Security-Policy"].startswith("default-src 'self'")
         with urllib.request.urlopen(url + "static/app.js", timeout=30) as r:
             assert r.headers["Content-Type"].startswith("text/javascript")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_a_port_in_use_is_one_error_line(model_paths, capsys):

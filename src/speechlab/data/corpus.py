@@ -26,7 +26,7 @@ import logging
 import math
 import random
 from collections import Counter, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -122,6 +122,14 @@ def _default_voices() -> dict[str, dict[str, float]]:
     }
 
 
+def _default_effects() -> AugmentPlan:
+    # WORLD voices for festival's utterances (see CorpusConfig.effects), then speed, rooms,
+    # a line or codec, and level, each for a share of the utterances.
+    return AugmentPlan(world_prob=0.3, formant_warp=(0.9, 1.12), speed_prob=0.3,
+                       reverb_prob=0.3, channel_prob=0.25, channels=CHANNEL_KINDS,
+                       gain_prob=0.5)
+
+
 def _default_unseen_voices() -> dict[str, dict[str, float]]:
     # What no training utterance is spoken by. English: festival's ked, a man recorded for
     # another diphone voice. Hindi has no third voice here, so its unseen speakers are
@@ -152,16 +160,13 @@ class CorpusConfig:
         noise_snr_db: (low, high) SNR range of that noise.
         noise_colors: noise colours sampled from (keys of synth.NOISE_COLORS).
         tempo_prob, tempo: probability and (low, high) range of a sox tempo change.
-        world_prob, f0_scale, formant_warp: share of festival's utterances given another
-            voice by WORLD (F0 factor, vocal-tract warp; :mod:`speechlab.audio.augment`), and
-            the ranges. festival's voices are one recorded speaker each; espeak-ng's are
-            already many (its variants), and WORLD costs more than synthesizing them.
-        speed_prob, speed: speed perturbation.
-        reverb_prob, rt60: simulated rooms (reverberation time range, seconds).
+        effects: the speaker and channel effects drawn per utterance
+            (:class:`~speechlab.audio.augment.AugmentPlan`: WORLD voices, speed, rooms, lines
+            and codecs, gain). Its ``world_prob`` is the share of festival's utterances given
+            another voice: festival's voices are one recorded speaker each, espeak-ng's are
+            already many (its variants), and WORLD costs more than synthesizing them. Noise is
+            ``noise_prob``'s (below), not the plan's.
         babble_prob: share of the noisy utterances whose noise is other utterances (babble).
-        channel_prob, channels: telephone line, band limit or lossy codec (gsm, amr-nb,
-            vorbis).
-        gain_prob, gain_db: level changes.
         batch_size: utterances per synthesis batch (one fresh process each).
         workers: parallel synthesis processes.
         cache_dir: harvested-text cache (default $SPEECHLAB_CACHE or ~/.cache/speechlab).
@@ -189,18 +194,8 @@ class CorpusConfig:
     noise_colors: tuple[str, ...] = ("white", "pink", "brown")
     tempo_prob: float = ranged(0.0, ge=0, le=1)
     tempo: tuple[float, float] = ranged((0.9, 1.1), gt=0)
-    world_prob: float = ranged(0.3, ge=0, le=1)
-    f0_scale: tuple[float, float] = ranged((0.8, 1.25), gt=0.25, lt=4)
-    formant_warp: tuple[float, float] = ranged((0.9, 1.12), gt=0.5, lt=2)
-    speed_prob: float = ranged(0.3, ge=0, le=1)
-    speed: tuple[float, float] = ranged((0.9, 1.1), gt=0.25, lt=4)
-    reverb_prob: float = ranged(0.3, ge=0, le=1)
-    rt60: tuple[float, float] = ranged((0.2, 0.7), gt=0, le=3)
+    effects: AugmentPlan = field(default_factory=_default_effects)
     babble_prob: float = ranged(0.25, ge=0, le=1)
-    channel_prob: float = ranged(0.25, ge=0, le=1)
-    channels: tuple[str, ...] = ("telephone", "bandpass", "gsm", "amr-nb", "vorbis")
-    gain_prob: float = ranged(0.5, ge=0, le=1)
-    gain_db: tuple[float, float] = ranged((-10.0, 6.0), ge=-40, le=20)
     batch_size: int = ranged(32, ge=1, le=4096, why="utterances held in memory at once")
     workers: int = ranged(2, ge=1, le=64, why="one synthesis process each")
     cache_dir: str | None = None
@@ -219,15 +214,13 @@ class CorpusConfig:
         fields = dict(
             voices={"en": {"en-in": 0.6, "en-gb": 0.2, "en-us": 0.15, "en-029": 0.05},
                     "hi": {"hi": 1.0}, "ta": {"ta": 1.0}, "gu": {"gu": 1.0}},
-            world_prob=0.0, speed_prob=0.0, reverb_prob=0.0, babble_prob=0.0,
-            channel_prob=0.0, gain_prob=0.0)
+            effects=AugmentPlan(), babble_prob=0.0)
         fields.update(overrides)
         return cls(**fields)
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("rate_wpm", "pitch", "pitch_range", "word_gap", "noise_snr_db", "tempo",
-                     "f0_scale", "formant_warp", "speed", "rt60", "gain_db"):
+        for name in ("rate_wpm", "pitch", "pitch_range", "word_gap", "noise_snr_db", "tempo"):
             low, high = getattr(self, name)
             if low > high:
                 raise ConfigError(f"{name} is a (low, high) range, got low {low} > high {high}")
@@ -264,10 +257,6 @@ class CorpusConfig:
             raise ConfigError("test_variants must hold out some, but not all, voice variants")
         if self.dev_fraction + self.test_fraction >= 1:
             raise ConfigError("dev_fraction and test_fraction must be > 0 and sum to < 1")
-        bad_channels = sorted(set(self.channels) - set(CHANNEL_KINDS))
-        if bad_channels:
-            raise ConfigError(f"channels: unknown channel(s) {bad_channels}; known: "
-                              f"{list(CHANNEL_KINDS)}")
         unknown_colors = sorted(set(self.noise_colors) - set(NOISE_COLORS))
         if not self.noise_colors or unknown_colors:
             raise ConfigError(f"noise_colors: unknown colour(s) {unknown_colors}; known: "
@@ -277,16 +266,6 @@ class CorpusConfig:
     def languages(self) -> tuple[str, ...]:
         """The corpus languages: the keys of ``minutes``, in :data:`LANGUAGES` order."""
         return tuple(lang for lang in LANGUAGES if lang in self.minutes)
-
-    @property
-    def augment_plan(self) -> AugmentPlan:
-        """The speaker and channel effects drawn per utterance (noise stays the request's own,
-        but for babble, which mixes other utterances and so is an effect)."""
-        return AugmentPlan(
-            world_prob=self.world_prob, f0_scale=self.f0_scale, formant_warp=self.formant_warp,
-            speed_prob=self.speed_prob, speed=self.speed, reverb_prob=self.reverb_prob,
-            rt60=self.rt60, channel_prob=self.channel_prob, channels=self.channels,
-            gain_prob=self.gain_prob, gain_db=self.gain_db)
 
     def families(self, lang: str, split: str) -> dict[str, float]:
         """The speaker families (-> weights) of ``lang``'s ``split``."""
@@ -362,7 +341,7 @@ def plan_utterances(lang: str, split: str, pool: list[Sentence],
     rng = random.Random(f"{cfg.seed}/{lang}/{split}")
     variants = (cfg.test_variants if split in ("test", UNSEEN)
                 else tuple(v for v in VARIANTS if v not in cfg.test_variants))
-    plan = cfg.augment_plan
+    plan = cfg.effects
     i = 0
     while True:
         sentence = pool[i % len(pool)]

@@ -33,7 +33,7 @@ class SaladPaper:
     name = "salad"
     title = "SALAD: self-attention linguistic-acoustic decoder vs. the LSTM baseline"
     scales = ("ci", "demo", "small", "converged")
-    demo_minutes = 2.0
+    demo_minutes = 2.5
     config_class = SaladConfig
     switches = (Switch("--no-stateful", ("task.stateful=false",),
                        "shuffle the training windows instead of the paper's stateful streams "

@@ -64,7 +64,7 @@ class MultiSoftmaxPaper:
     name = "multisoftmax"
     title = "Multi-softmax RNN-T"
     scales = ("ci", "demo", "small", "converged", "paper-shape", "shipped")
-    demo_minutes = 6.0
+    demo_minutes = 5.0
     config_class = MultiSoftmaxConfig
     switches = ()
 

@@ -55,7 +55,7 @@ class LocalAttentionPaper:
     name = "local-attention"
     title = "wav2vec 2.0: block-level attention diagnosis and local self-attention"
     scales = ("ci", "demo", "scan", "small")
-    demo_minutes = 1.5
+    demo_minutes = 2.0
     config_class = LocalAttentionConfig
     switches = ()
 
