@@ -62,3 +62,39 @@ def test_serve_without_paths_serves_the_shipped_models(ships):
         assert "en_tiny_ctc" in printed
         with urllib.request.urlopen(url + "api/models", timeout=30) as r:
             assert [m["name"] for m in json.loads(r.read())] == ["en_tiny_ctc"]
+
+
+def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path, monkeypatch,
+                                                                        capsys):
+    from speechlab.metrics import wer
+    from speechlab.package import read_card
+    from speechlab.testing.corpus import tiny_corpus
+
+    corpus = tiny_corpus(tmp_path)
+    run = tmp_path / "run"
+    assert main(["reproduce", "topologies", "--scale", "ci", "--corpus", str(corpus), "--out",
+                 str(run), "--set", "languages=[en]", "topologies=[S1-T1]"]) == 0
+    ships = tmp_path / "models"
+    monkeypatch.setenv(MODELS_ENV, str(ships))
+    model = str(run / "models" / "en_S1-T1")
+    # the run read a corpus of its own (--corpus): ship is told where it is
+    assert main(["models", "ship", model, "--name", "en_ctc"]) == 2
+    assert "no test split to measure the model on" in capsys.readouterr().err
+    assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 0
+    card = read_card(ships / "en_ctc")
+    figures = card.results["shipped"]
+    assert set(figures) == {"en test WER", "en unseen WER"}
+    # the test figure is the run's own decoding of the same utterances, re-scored
+    refs = dict(l.split(" ", 1) for l in (run / "hyps" / "en" / "ref.txt").read_text().splitlines())
+    hyps = dict((l.split(" ", 1) + [""])[:2]
+                for l in (run / "hyps" / "en" / "en_S1-T1.txt").read_text().splitlines())
+    assert figures["en test WER"] == pytest.approx(
+        100 * wer(list(refs.values()), [hyps[u] for u in refs]).wer, abs=0.05)
+    assert card.made_by["command"] and card.made_by["git_commit"]  # what made it
+    readme = (ships / "en_ctc" / "README.md").read_text()
+    assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
+    capsys.readouterr()
+    assert main(["models"]) == 0 and "en_ctc" in capsys.readouterr().out
+    # not replaced without --overwrite; nothing left half-made
+    assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 2
+    assert sorted(p.name for p in ships.iterdir()) == ["en_ctc"]

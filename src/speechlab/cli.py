@@ -47,7 +47,7 @@ COMMAND_MODULES = (
     "speechlab.ssl.wav2vec2.commands",
     "speechlab.tts.commands",
     "speechlab.inference",
-    "speechlab.shipped",
+    "speechlab.shipping",
     "speechlab.papers",
     "speechlab.serve.commands",
 )

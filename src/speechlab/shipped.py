@@ -4,8 +4,8 @@ Each ``models/NAME/`` is a package (:mod:`speechlab.package`) written by ``speec
 from a run of one of the repository's recipes, with a ``README.md`` (its model card: what it
 is, the command and commit that made it, its in-domain and unseen-voice test figures).
 ``speechlab.load("NAME")``, ``speechlab transcribe NAME ...`` and ``speechlab serve`` (with no
-PATH) take these names; ``speechlab models`` lists them, and ``speechlab models --markdown``
-writes the table of ``models/README.md``.
+PATH) take these names; :mod:`speechlab.shipping` lists them (``speechlab models``) and makes
+them (``speechlab models ship``).
 
 Where they are: ``$SPEECHLAB_MODELS`` if set, else the ``models/`` folder of the checkout this
 speechlab is installed from (``make setup`` installs it in place).
@@ -13,7 +13,6 @@ speechlab is installed from (``make setup`` installs it in place).
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
@@ -66,29 +65,3 @@ def table_rows() -> list[list[str]]:
         rows.append([name, card.family, card.kind, ", ".join(card.languages) or "-", figures,
                      f"{size:.1f}"])
     return rows
-
-
-HEADER = ["Model", "Family", "Kind", "Languages", "Test figures", "MB"]
-
-
-def _run_models(args: argparse.Namespace) -> int:
-    rows = table_rows()
-    if args.markdown:
-        print("| " + " | ".join(HEADER) + " |")
-        print("|" + "|".join("---" for _ in HEADER) + "|")
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
-        return 0
-    if not rows:
-        print(f"no shipped models in {models_dir()}")
-        return 0
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
-    for r in [HEADER, *rows]:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return 0
-
-
-def add_commands(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("models", help="list the shipped models (speechlab.load takes their names)")
-    m.add_argument("--markdown", action="store_true", help="as the table of models/README.md")
-    m.set_defaults(func=_run_models)

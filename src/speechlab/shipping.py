@@ -1,0 +1,190 @@
+"""``speechlab models``: list the shipped models, and ship one (``speechlab models ship``).
+
+``speechlab models ship RUN/models/NAME --name SHIPPED`` makes ``models/SHIPPED``
+(:mod:`speechlab.shipped`) from a model of a recipe's run:
+
+1. the package, as ``speechlab export`` writes it (its card names the run's command and commit);
+2. its test figures, measured through the model as a user loads it: WER per language on the
+   run corpus's ``test`` split (the voices of training) and ``unseen`` split (voices no training
+   utterance has), with the language given, and for a model of several languages also without
+   it (its LID picks); written into the card (``results["shipped"]``);
+3. its ``README.md``: what it is, the command and commit that made it, the figures, its size.
+
+Everything is written into a staging directory beside ``models/SHIPPED`` and renamed into place
+at the end, so a failed or killed ship leaves the shipped model as it was; an existing one is
+replaced only with ``--overwrite``. ``speechlab models --markdown`` prints the table of
+``models/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from speechlab.errors import DataError
+from speechlab.shipped import models_dir, table_rows
+
+HEADER = ["Model", "Family", "Kind", "Languages", "Test figures", "MB"]
+
+
+def _cuts(corpus: Path, split: str, languages: list[str], limit: int) -> list[Any]:
+    from lhotse import CutSet
+
+    path = corpus / f"{split}_cuts.jsonl.gz"
+    if not path.is_file():
+        return []
+    out: list[Any] = []
+    counts: dict[str, int] = {}
+    for cut in CutSet.from_file(path):
+        lang = cut.supervisions[0].language
+        if lang in languages and (not limit or counts.get(lang, 0) < limit):
+            counts[lang] = counts.get(lang, 0) + 1
+            out.append(cut)
+    return out
+
+
+def measure(model: Any, corpus: Path, languages: list[str], limit: int = 0
+            ) -> dict[str, float]:
+    """WER[%] of ``model`` per language on ``corpus``'s test and unseen splits (the first
+    ``limit`` utterances of each language; 0: all), language given; for several languages
+    also language not given. Keys like ``"en test WER"``, ``"en unseen WER"``."""
+    from speechlab.metrics import wer
+    from speechlab.text.normalize import normalize_text
+
+    figures: dict[str, float] = {}
+    modes: list[bool] = [True] + ([False] if len(languages) > 1 else [])
+    for split in ("test", "unseen"):
+        cuts = _cuts(corpus, split, languages, limit)
+        for given in modes:
+            by_lang: dict[str, tuple[list[str], list[str]]] = {}
+            for cut in cuts:
+                sup = cut.supervisions[0]
+                text = model.transcribe(cut.load_audio()[0], cut.sampling_rate,
+                                        language=sup.language if given else None).text
+                refs, hyps = by_lang.setdefault(sup.language, ([], []))
+                refs.append(normalize_text(sup.text, sup.language))
+                hyps.append(text)
+            for lang in languages:
+                if lang in by_lang:
+                    key = f"{lang} {split} WER" + ("" if given else " (language not given)")
+                    figures[key] = round(100 * wer(*by_lang[lang]).wer, 1)
+    return figures
+
+
+def _readme(name: str, card: Any, size_mb: float) -> str:
+    made = card.made_by or {}
+    figs = (card.results or {}).get("shipped") or {}
+    lines = [f"# {name}", "",
+             f"A speechlab {card.kind} model of family `{card.family}`"
+             + (f" for {', '.join(card.languages)}" if card.languages else "") + ".", "",
+             "```", "import speechlab", f'model = speechlab.load("{name}")', "```", "",
+             "## How it was made", "",
+             f"- command: `{made.get('command') or 'unknown'}`",
+             f"- commit: `{made.get('git_commit') or 'unknown'}`",
+             f"- run: `{made.get('run') or made.get('source', 'unknown')}`, checkpoint "
+             f"`{made.get('checkpoint', '-')}`", "",
+             "## Test figures", "",
+             "WER[%] through `speechlab.load`, on the run corpus's test split (the voices of "
+             "training) and unseen split (the same sentences by voices no training utterance "
+             "has):", "", "| figure | value |", "|---|---:|"]
+    lines += [f"| {k} | {v} |" for k, v in figs.items()]
+    lines += ["", f"Size: {size_mb:.1f} MB.", ""]
+    return "\n".join(lines)
+
+
+def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path | None = None,
+         utterances: int = 0, overwrite: bool = False) -> Path:
+    """Make the shipped model ``name`` from ``model`` (a run's ``RUN/models/NAME``) under
+    ``to`` (default :func:`speechlab.shipped.models_dir`); module doc."""
+    from speechlab.data.importers import check_split_name
+    from speechlab.inference import export, load
+    from speechlab.package import CARD_NAME, read_card
+
+    check_split_name(name)  # a plain directory name
+    root = Path(to) if to is not None else models_dir()
+    final = root / name
+    if final.exists() and not overwrite:
+        raise DataError(f"{final} already exists; pass --overwrite to replace it")
+    source = Path(model)
+    run_corpus = corpus or source.parent.parent / "corpus"
+    if not (run_corpus / "test_cuts.jsonl.gz").is_file():
+        raise DataError(f"{run_corpus}: no test split to measure the model on; give the run's "
+                        "corpus with --corpus")
+    staging = root / f".{name}.shipping"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        export(source, staging, overwrite=True)
+        card = read_card(staging)
+        figures = measure(load(staging), run_corpus, list(card.languages), utterances)
+        data = json.loads((staging / CARD_NAME).read_text(encoding="utf-8"))
+        data.setdefault("results", {})["shipped"] = figures
+        (staging / CARD_NAME).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
+                                         encoding="utf-8")
+        size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file()) / 2**20
+        (staging / "README.md").write_text(_readme(name, read_card(staging), size),
+                                           encoding="utf-8")
+        if final.exists():
+            old = root / f".{name}.replaced"
+            shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            staging.rename(final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            staging.rename(final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final
+
+
+def _run_models(args: argparse.Namespace) -> int:
+    rows = table_rows()
+    if args.markdown:
+        print("| " + " | ".join(HEADER) + " |")
+        print("|" + "|".join("---" for _ in HEADER) + "|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        return 0
+    if not rows:
+        print(f"no shipped models in {models_dir()}")
+        return 0
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADER)]
+    for r in [HEADER, *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def _run_ship(args: argparse.Namespace) -> int:
+    out = ship(args.model, args.name, to=args.to, corpus=args.corpus,
+               utterances=args.utterances, overwrite=args.overwrite)
+    from speechlab.package import read_card
+
+    print(f"shipped {out}")
+    for k, v in ((read_card(out).results or {}).get("shipped") or {}).items():
+        print(f"  {k}: {v}")
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    from speechlab.config import bounded
+
+    m = sub.add_parser("models", help="the shipped models (speechlab.load takes their names); "
+                                      "ship one from a run")
+    m.add_argument("--markdown", action="store_true", help="as the table of models/README.md")
+    m.set_defaults(func=_run_models)
+    msub = m.add_subparsers(dest="models_command", metavar="MODELS_COMMAND")
+    s = msub.add_parser("ship", help="package a run's model into models/NAME with its card, "
+                                     "README and test figures")
+    s.add_argument("model", type=Path, metavar="RUN/models/NAME")
+    s.add_argument("--name", required=True, help="the shipped model's name")
+    s.add_argument("--to", type=Path, default=None,
+                   help=f"where shipped models live (default {models_dir()})")
+    s.add_argument("--corpus", type=Path, default=None,
+                   help="corpus to measure on (default: the run's RUN/corpus)")
+    s.add_argument("--utterances", type=bounded(int, ge=0), default=0,
+                   help="per language and split (0: all)")
+    s.add_argument("--overwrite", action="store_true", help="replace a shipped model")
+    s.set_defaults(func=_run_ship)
