@@ -81,6 +81,11 @@ def test_made_splits_give_each_voice_and_language_a_test_and_dev_utterance(prepa
     assert not (ids["train"] & ids["test"]) and not (ids["dev"] & ids["test"])
 
 
+def test_the_parent_of_the_unpacked_folder_will_do(sources, tmp_path):
+    reports = prepare_corpus("librispeech", sources["librispeech"].parent, tmp_path / "out")
+    assert set(reports) == set(SPLITS)
+
+
 def test_info_shows_each_split(prepared, capsys):
     _, out = prepared["fleurs"]
     assert main(["data", "info", str(out)]) == 0

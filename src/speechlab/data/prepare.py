@@ -329,6 +329,10 @@ CORPORA: dict[str, RealCorpus] = {
 }
 
 
+# corpus -> the folder names its archives unpack into
+UNPACKED = {"librispeech": ("LibriSpeech",), "ljspeech": ("LJSpeech-1.1",)}
+
+
 def prepare_corpus(corpus: str, src_dir: str | Path, out_dir: str | Path, *,
                    languages: Sequence[str] | None = None, on_error: str = "raise",
                    overwrite: bool = False) -> dict[str, ImportReport]:
@@ -340,6 +344,10 @@ def prepare_corpus(corpus: str, src_dir: str | Path, out_dir: str | Path, *,
     src = Path(src_dir)
     if not src.is_dir():
         raise DataError(f"{src}: no such directory (give the unpacked {spec.what} corpus)")
+    # The folder the archives unpack into, given its parent: step into it.
+    inner = [src / n for n in UNPACKED.get(corpus, ()) if (src / n).is_dir()]
+    if len(inner) == 1:
+        src = inner[0]
     langs = tuple(languages or spec.languages)
     unknown = sorted(set(langs) - set(spec.languages))
     if unknown:

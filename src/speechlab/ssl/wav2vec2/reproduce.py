@@ -54,7 +54,7 @@ class LocalAttentionPaper:
 
     name = "local-attention"
     title = "wav2vec 2.0: block-level attention diagnosis and local self-attention"
-    scales = ("ci", "demo", "scan", "small")
+    scales = ("ci", "demo", "scan", "small", "shipped")
     demo_minutes = 2.0
     config_class = LocalAttentionConfig
     switches = ()
