@@ -81,6 +81,16 @@ def test_made_splits_give_each_voice_and_language_a_test_and_dev_utterance(prepa
     assert not (ids["train"] & ids["test"]) and not (ids["dev"] & ids["test"])
 
 
+def test_fleurs_as_released_with_its_archives_unpacked(tmp_path):
+    src = rc.fleurs(tmp_path / "hf", languages=("hi",), released=True)
+    assert not (src / "metadata").exists() and (src / "hi_in" / "train.tsv").is_file()
+    reports = prepare_corpus("fleurs", src, tmp_path / "out")
+    assert {split: r.kept for split, r in reports.items()} == {"train": 4, "dev": 4, "test": 4}
+    cut = next(iter(load_cuts(tmp_path / "out", "test")))
+    assert cut.recording.sources[0].source.startswith(str(src.resolve()))
+    assert cut.load_audio().shape[1] == cut.num_samples
+
+
 def test_the_parent_of_the_unpacked_folder_will_do(sources, tmp_path):
     reports = prepare_corpus("librispeech", sources["librispeech"].parent, tmp_path / "out")
     assert set(reports) == set(SPLITS)

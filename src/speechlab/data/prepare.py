@@ -7,7 +7,7 @@ have, unpacked as its distribution unpacks.
 | CORPUS | what SRC_DIR holds | splits | languages |
 |---|---|---|---|
 | ``librispeech`` | ``train-clean-100/ dev-clean/ test-clean/ ...`` (``*.trans.txt`` + FLAC) | its parts: ``train-*`` -> train, ``dev-clean`` -> dev, ``test-clean`` -> test, the rest under their own names | en |
-| ``fleurs`` | ``{en_us,hi_in,ta_in,gu_in}/{train,dev,test}/*.wav`` + ``metadata/<lang>/<split>.tsv`` | its own | en, hi, ta, gu (others are left out) |
+| ``fleurs`` | ``{en_us,hi_in,ta_in,gu_in}/{train,dev,test}/*.wav`` + ``metadata/<lang>/<split>.tsv`` (lhotse's layout), or ``<lang>/<split>.tsv`` + ``<lang>/audio/<split>/*.wav`` (the release's, archives unpacked) | its own | en, hi, ta, gu (others are left out) |
 | ``cmu-indic`` | ``cmu_indic_<speaker>/{wav,etc}`` (``etc/txt.done.data``) | made: per speaker, every 20th utterance test, the next dev | hi, ta, gu; English prompts as en (others left out) |
 | ``ljspeech`` | ``metadata.csv`` + ``wavs/*.wav`` | made, as for cmu-indic | en |
 | ``cmu-arctic`` | ``cmu_us_<speaker>_arctic/{wav,etc}`` | made, as for cmu-indic | en |
@@ -174,6 +174,15 @@ def _fleurs_langs(src: Path, languages: Sequence[str]) -> list[str]:
     return [lang for lang in languages if (src / FLEURS_LANGUAGES[lang]).is_dir()]
 
 
+def _fleurs_paths(src: Path, code: str, split: str) -> tuple[Path, Path]:
+    """(transcripts TSV, audio folder) of one language's split: lhotse's layout
+    (``metadata/<lang>/<split>.tsv``, ``<lang>/<split>/``) or the Hugging Face release's, its
+    audio archives unpacked (``<lang>/<split>.tsv``, ``<lang>/audio/<split>/``)."""
+    lhotse = (src / "metadata" / code / f"{split}.tsv", src / code / split)
+    hf = (src / code / f"{split}.tsv", src / code / "audio" / split)
+    return hf if not lhotse[0].is_file() and hf[0].is_file() else lhotse
+
+
 def _check_fleurs(src: Path, languages: Sequence[str]) -> None:
     present = _fleurs_langs(src, languages)
     if not present:
@@ -183,19 +192,32 @@ def _check_fleurs(src: Path, languages: Sequence[str]) -> None:
     for lang in present:
         code = FLEURS_LANGUAGES[lang]
         for split in ("train", "dev", "test"):
-            tsv = src / "metadata" / code / f"{split}.tsv"
+            tsv, audio = _fleurs_paths(src, code, split)
             if not tsv.is_file():
                 raise _missing(f"metadata/{code}/{split}.tsv (the {code} {split} transcripts)",
-                               src, "FLEURS keeps its transcripts in metadata/<lang>/<split>.tsv")
+                               src, "FLEURS keeps its transcripts in metadata/<lang>/<split>.tsv "
+                               "(or <lang>/<split>.tsv as released)")
             for n, line in enumerate(tsv.read_text(encoding="utf-8").splitlines(), 1):
                 cols = line.rstrip("\n").split("\t")
                 if len(cols) != 7:
                     raise DataError(f"{tsv}:{n}: {len(cols)} tab-separated columns, FLEURS has 7 "
                                     "(id, file, raw text, text, phonemes, samples, gender)")
-                wav = src / code / split / Path(cols[1]).with_suffix(".wav").name
+                wav = audio / Path(cols[1]).with_suffix(".wav").name
                 if not wav.is_file():
                     raise _missing(f"{wav.relative_to(src)} (the audio of {tsv.name}:{n})", src,
                                    "every metadata line needs its WAV file")
+
+
+def _lhotse_view(src: Path, codes: Sequence[str], view: Path) -> Path:
+    """``view`` laid out as lhotse's recipe reads FLEURS, by symbolic links into ``src``."""
+    for code in codes:
+        for split in ("train", "dev", "test"):
+            tsv, audio = _fleurs_paths(src, code, split)
+            (view / "metadata" / code).mkdir(parents=True, exist_ok=True)
+            (view / code).mkdir(parents=True, exist_ok=True)
+            (view / "metadata" / code / f"{split}.tsv").symlink_to(tsv.resolve())
+            (view / code / split).symlink_to(audio.resolve(), target_is_directory=True)
+    return view
 
 
 def _read_fleurs(src: Path, languages: Sequence[str]) -> Manifests:
@@ -205,16 +227,24 @@ def _read_fleurs(src: Path, languages: Sequence[str]) -> Manifests:
 
     codes = [FLEURS_LANGUAGES[l] for l in _fleurs_langs(src, languages)]
     with tempfile.TemporaryDirectory(prefix="speechlab-fleurs-") as tmp:
+        view = _lhotse_view(src, codes, Path(tmp) / "view")
         # lhotse's recipe insists on writing its own manifests somewhere
-        out = _quiet(lambda: prepare_fleurs(src, output_dir=Path(tmp), languages=codes))
-    manifests: Manifests = {}
-    for code, by_split in out.items():
-        for split, m in by_split.items():
-            recs, sups = manifests.setdefault(split, ([], []))
-            # FLEURS's recording ids are its file names, unique only within a language
-            recs.extend(replace(r, id=f"{code}-{r.id}") for r in m["recordings"])
-            sups.extend(replace(s, id=f"{code}-{s.id}", recording_id=f"{code}-{s.recording_id}",
-                                language=normalize_language(code)) for s in m["supervisions"])
+        out = _quiet(lambda: prepare_fleurs(view, output_dir=Path(tmp) / "out",
+                                            languages=codes))
+        manifests: Manifests = {}
+        for code, by_split in out.items():
+            for split, m in by_split.items():
+                recs, sups = manifests.setdefault(split, ([], []))
+                # FLEURS's recording ids are its file names, unique only within a language;
+                # the audio is read where it is, not through the links (resolved while they
+                # exist)
+                recs.extend(replace(r, id=f"{code}-{r.id}", sources=[
+                    replace(x, source=str(Path(x.source).resolve())) for x in r.sources])
+                    for r in m["recordings"])
+                sups.extend(replace(s, id=f"{code}-{s.id}",
+                                    recording_id=f"{code}-{s.recording_id}",
+                                    language=normalize_language(code))
+                            for s in m["supervisions"])
     return manifests
 
 

@@ -73,28 +73,32 @@ def librispeech(root: Path, parts: tuple[str, ...] = ("train-clean-5", "dev-clea
 FLEURS_CODES = {"en": "en_us", "hi": "hi_in", "ta": "ta_in", "gu": "gu_in"}
 
 
-def fleurs(root: Path, languages: tuple[str, ...] = ("en", "hi"), per_split: int = 4) -> Path:
+def fleurs(root: Path, languages: tuple[str, ...] = ("en", "hi"), per_split: int = 4,
+           released: bool = False) -> Path:
     """``root/fleurs/<lang>/<split>/<n>.wav`` and ``metadata/<lang>/<split>.tsv`` (seven
-    tab-separated columns: id, file, raw text, text, phonemes, samples, gender)."""
+    tab-separated columns: id, file, raw text, text, phonemes, samples, gender), lhotse's
+    layout; with ``released``, the Hugging Face release's with its archives unpacked:
+    ``<lang>/<split>.tsv`` and ``<lang>/audio/<split>/<n>.wav``."""
     base = root / "fleurs"
     k = 0
     for lang in languages:
         code = FLEURS_CODES[lang]
         for split in ("train", "dev", "test"):
-            (base / code / split).mkdir(parents=True, exist_ok=True)
-            (base / "metadata" / code).mkdir(parents=True, exist_ok=True)
+            audio_dir = base / code / "audio" / split if released else base / code / split
+            meta_dir = base / code if released else base / "metadata" / code
+            audio_dir.mkdir(parents=True, exist_ok=True)
+            meta_dir.mkdir(parents=True, exist_ok=True)
             rows = []
             for u in range(per_split):
                 text = _sentence(lang, k)
                 audio = speech_like(text, seed=k)
                 name = f"{1000 + k}.wav"
-                sf.write(base / code / split / name, audio, 16000)
+                sf.write(audio_dir / name, audio, 16000)
                 raw = text[0].upper() + text[1:] + "." if lang == "en" else text + "।"
                 rows.append("\t".join([str(500 + k), name, raw, text, "_", str(len(audio)),
                                        "FEMALE" if k % 2 else "MALE"]))
                 k += 1
-            (base / "metadata" / code / f"{split}.tsv").write_text("\n".join(rows) + "\n",
-                                                                   encoding="utf-8")
+            (meta_dir / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return base
 
 
