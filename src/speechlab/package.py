@@ -127,18 +127,24 @@ def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torc
                 shutil.copyfile(src, tmp / name)
         (tmp / CARD_NAME).write_text(json.dumps(card.to_json(), indent=1, ensure_ascii=False)
                                      + "\n", encoding="utf-8")
-        if out.exists():
-            old = out.with_name(f".{out.name}.replaced")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
+        move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def move_into_place(made: Path, out: Path) -> None:
+    """Rename the finished directory ``made`` to ``out``, replacing what ``out`` held (moved
+    aside first, removed last, so ``out`` is never half-written)."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        out.rename(old)
+        made.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        made.rename(out)
 
 
 def read_card(path: str | Path) -> PackageCard:

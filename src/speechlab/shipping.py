@@ -101,7 +101,7 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
     ``to`` (default :func:`speechlab.shipped.models_dir`); module doc."""
     from speechlab.data.importers import check_split_name
     from speechlab.inference import export, load
-    from speechlab.package import CARD_NAME, read_card
+    from speechlab.package import CARD_NAME, move_into_place, read_card
 
     check_split_name(name)  # a plain directory name
     root = Path(to) if to is not None else models_dir()
@@ -126,14 +126,7 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
         size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file()) / 2**20
         (staging / "README.md").write_text(_readme(name, read_card(staging), size),
                                            encoding="utf-8")
-        if final.exists():
-            old = root / f".{name}.replaced"
-            shutil.rmtree(old, ignore_errors=True)
-            final.rename(old)
-            staging.rename(final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            staging.rename(final)
+        move_into_place(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
