@@ -18,7 +18,7 @@ def test_reproduce_writes_every_table_and_figure(tmp_path, capsys):
     assert main(["reproduce", "multisoftmax", "--scale", "ci", "--out", str(out), "--jobs", "2"]) == 0
     res = Results.load(out)
     names = [t.name for t in res.tables]
-    assert names == ["unseen", "table2", "table3", "table4", "table5", "table6", "table7",
+    assert names == ["table2", "unseen", "table3", "table4", "table5", "table6", "table7",
                      "table2_cer", "table4_cer", "training"]
     t2 = res.table("table2")
     assert [r[0] for r in t2.rows] == ["Monolingual", "Multilingual Vanilla", "Multilingual Onehot",

@@ -139,11 +139,13 @@ def multisoftmax_results(cfg: MultiSoftmaxConfig, data: Data, plan: Sequence[Job
                         ("Multi-softmax LID", lid_free.lid if lid_free else None),
                         ("Multi-softmax LID Oracle", lid_free.oracle if lid_free else None))
     names = {"column_names": PAPER_NAMES}
-    tables = [unseen] if unseen is not None else []
+    tables = []
     if table2_rows:
         tables.append(error_rate_table(
             "table2", "WER[%] with the input language known (Table 2). Avg. is word-weighted; "
             f"WERR {_reduction_caption(table2_rows)}.", table2_rows, langs, **names))
+    if unseen is not None:  # the same systems on voices training never heard, beside Table 2
+        tables.append(unseen)
     if table3_rows:
         tables.append(error_rate_table(
             "table3", "WER[%] of monolingual models from scratch vs. fine-tuned from a "
