@@ -1,4 +1,5 @@
-"""Speech synthesis for the embedded corpus: espeak-ng through ctypes, 16 kHz mono 16-bit out.
+"""Speech synthesis for the embedded corpus: espeak-ng through ctypes and festival's voices,
+16 kHz mono 16-bit out.
 
 Why ctypes rather than the ``espeak-ng`` program: starting the program costs ~11 ms (it loads
 phoneme tables and a dictionary), more than synthesizing a short sentence, while the library
@@ -20,8 +21,12 @@ espeak's Hindi inventory (retroflex /t d/, dental aspirated /θ/ -> थ, /w/ -> 
 /eɪ oʊ/ -> /eː oː/, rhotic r...), and the result is spoken by the Hindi voice with Hindi prosody.
 It is not a recording of Indian English and is documented as such.
 
+festival's voices (``engine="festival"``, :mod:`speechlab.data.festival`) are spoken by one
+festival process per batch, beside espeak-ng's in the same batch.
+
 Optional degradations: additive white/pink/brown noise at a given SNR (numpy, seeded per
-request) and a sox ``tempo`` change.
+request), a sox ``tempo`` change, and any chain of speaker and channel effects
+(:mod:`speechlab.audio.augment`), applied last.
 """
 
 from __future__ import annotations
