@@ -128,9 +128,10 @@ def _scheme_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def festival_script(items: Sequence[tuple[str, str]], out_dir: Path) -> str:
-    """A festival script writing ``<id>.wav`` (32 kHz) and ``<id>.lab`` for each (id, text)."""
-    lines = [f"(voice_{VOICE})"]
+def festival_script(items: Sequence[tuple[str, str]], out_dir: Path, voice: str = VOICE) -> str:
+    """A festival script writing ``<id>.wav`` (the voice's rate) and ``<id>.lab`` for each
+    (id, text). ``hts.scm``, which dumps the labels, is loaded whatever the voice."""
+    lines = ["(require 'hts)", f"(voice_{voice})"]
     for utt_id, text in items:
         wav, lab = out_dir / f"{utt_id}.wav", out_dir / f"{utt_id}.lab"
         lines += [
@@ -143,15 +144,21 @@ def festival_script(items: Sequence[tuple[str, str]], out_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def festival_synthesize(items: Sequence[tuple[str, str]], work: Path) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """Speak (id, text) pairs in one festival process: id -> (16 kHz float32 audio, label lines)."""
+def festival_synthesize(items: Sequence[tuple[str, str]], work: Path, voice: str = VOICE
+                        ) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """Speak (id, text) pairs in one festival process: id -> (16 kHz float32 audio, label
+    lines). ``voice``: festival's name of an English voice (the SLT HTS voice by default)."""
     import soundfile as sf
     from scipy.signal import resample_poly
 
     binary = _festival()
+    if voice != VOICE:
+        from speechlab.data.festival import check_voices
+
+        check_voices([voice])
     work.mkdir(parents=True, exist_ok=True)
     script = work / "batch.scm"
-    script.write_text(festival_script(items, work), encoding="utf-8")
+    script.write_text(festival_script(items, work, voice), encoding="utf-8")
     proc = subprocess.run([binary, "-b", str(script)], capture_output=True, text=True, timeout=600)
     out = {}
     for utt_id, text in items:
@@ -160,9 +167,10 @@ def festival_synthesize(items: Sequence[tuple[str, str]], work: Path) -> dict[st
             raise DataError(f"festival did not speak {utt_id} ({text!r}): "
                             f"{proc.stderr.strip()[-300:] or 'no message'}")
         audio, rate = sf.read(str(wav), dtype="float32")
-        if rate != FESTIVAL_RATE:
+        if voice == VOICE and rate != FESTIVAL_RATE:
             raise DataError(f"festival's {VOICE} gave {rate} Hz, expected {FESTIVAL_RATE}")
-        audio = resample_poly(audio, SAMPLE_RATE, FESTIVAL_RATE).astype(np.float32)
+        if rate != SAMPLE_RATE:
+            audio = resample_poly(audio, SAMPLE_RATE, rate).astype(np.float32)
         out[utt_id] = (np.clip(audio, -1, 1), [" ".join(x.split()) for x in
                                               lab.read_text().splitlines() if x.strip()])
     return out
@@ -202,8 +210,8 @@ def english_sentences(cfg: TtsCorpusConfig) -> list[str]:
     return sentences
 
 
-def _split_manifests(base: Path, split: str, utts: list[tuple[str, float, str, str]]
-                     ) -> tuple[list, list]:
+def split_manifests(base: Path, split: str, utts: list[tuple[str, float, str, str]],
+                    speaker: str = SPEAKER) -> tuple[list, list]:
     """The recordings and supervisions of (id, seconds, text, label path relative to the
     corpus) with the audio at ``base/wav/{split}/{id}.wav``."""
     from lhotse import AudioSource, Recording, SupervisionSegment
@@ -217,7 +225,7 @@ def _split_manifests(base: Path, split: str, utts: list[tuple[str, float, str, s
                               duration=samples / SAMPLE_RATE))
         sups.append(SupervisionSegment(id=utt_id, recording_id=utt_id, start=0.0,
                                        duration=samples / SAMPLE_RATE, channel=0, text=text,
-                                       language="en", speaker=SPEAKER, custom={"labels": lab}))
+                                       language="en", speaker=speaker, custom={"labels": lab}))
     return recs, sups
 
 
@@ -225,7 +233,7 @@ def _manifests(out: Path, split: str, utts: list[tuple[str, float, str, str]]) -
     """Write the split's lhotse manifests: (id, seconds, text, label path relative to out)."""
     from speechlab.data.corpus import write_split
 
-    write_split(out, split, *_split_manifests(out, split, utts))
+    write_split(out, split, *split_manifests(out, split, utts))
 
 
 def make_tts_corpus(cfg: TtsCorpusConfig, out_dir: str | Path, *,
@@ -400,7 +408,7 @@ def import_label_corpus(wav_dir: str | Path, lab_dir: str | Path, out_dir: str |
             lab_rel = f"lab/{split}/{u.id}.lab"
             atomic_write_text(stage / lab_rel, u.labels.read_text(encoding="utf-8"))
             rows.append((u.id, seconds, "", lab_rel))
-        commit_split(stage, out, split, *_split_manifests(stage, split, rows), media=("wav", "lab"))
+        commit_split(stage, out, split, *split_manifests(stage, split, rows), media=("wav", "lab"))
         from speechlab.data.corpus import read_corpus_json
 
         info = read_corpus_json(out) or {"splits": {}, "sample_rate": SAMPLE_RATE, "kind": "tts"}
