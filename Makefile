@@ -9,7 +9,9 @@ DEMO_OUT ?= exp/demo
 # Tests and the demo are sized for 2 cores; more threads only add contention.
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup debian test test-kernels test-loaded test-portable fingerprint demo bench clean
+# The public API and every family's loaded model against speechlab.contract (also run by
+# tests/test_contract.py inside make test).
+.PHONY: setup debian test typecheck test-kernels test-loaded test-portable fingerprint demo bench clean
 
 setup: debian $(STAMP)
 
@@ -37,6 +39,9 @@ $(STAMP): pyproject.toml
 
 test: setup
 	$(PY) -m pytest -q -x --durations=15 tests
+
+typecheck: setup
+	$(PY) -m mypy
 
 # The tests whose outcome rests on floating-point kernels (marker `numerics`), again on
 # PyTorch's other SIMD paths: what a CPU without AVX-512 (avx2) or without AVX (default)

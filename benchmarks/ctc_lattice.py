@@ -290,7 +290,7 @@ def plain_prefix_search(logp: np.ndarray, beam: int, token_min_logp: float,
 
 
 def setup_prefix(num_words, utts, peak, which):
-    from speechlab.asr.ctc.prefix_search import PrefixSearchConfig, prefix_beam_search
+    from speechlab.search.prefix import PrefixSearchConfig, prefix_beam_search
 
     _, logps = inputs(num_words, utts, peak)
     cfg = PrefixSearchConfig(**PREFIX_CFG)

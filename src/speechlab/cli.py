@@ -1,8 +1,8 @@
-"""The ``speechlab`` console script.
+"""speechlab: speech recognition and synthesis, from training to a served model.
 
 Each area contributes its subcommands through an ``add_commands(subparsers)`` function in its
-own ``commands.py``; they are imported here by name (no registry), so go-to-definition reaches
-every command. A command is a function ``run(args) -> int`` stored as ``args.func``; it
+own ``commands.py``, imported here by name: the shared areas, the model families of the
+registry (:mod:`speechlab.families`), and the commands above them. A command is a function ``run(args) -> int`` stored as ``args.func``; it
 declares the paths it writes as ``args.outputs`` (``{"out": "dir", "json": "file"}``, names of
 ``args`` attributes to a kind of :data:`speechlab.utils.OUTPUT_KINDS`), which are checked
 before it runs: each can be written, and an existing "file" or "dir" output is replaced only
@@ -33,24 +33,26 @@ from speechlab.utils import (
     refuse_existing,
 )
 
-# Modules that contribute subcommands, in the order they appear in --help. Listed by name so a
-# broken optional area cannot take the whole CLI down; a missing module is a bug, and its
-# import error is shown when that command is asked for.
-COMMAND_MODULES = (
+# Modules that contribute subcommands, in the order they appear in --help: the shared areas,
+# then each registered family's (speechlab.families), then the commands above every family.
+CORE_COMMAND_MODULES = (
     "speechlab.data.commands",
     "speechlab.audio.commands",
-    "speechlab.train.commands",
     "speechlab.metrics.commands",
     "speechlab.report.commands",
-    "speechlab.asr.rnnt.commands",
-    "speechlab.asr.ctc.commands",
-    "speechlab.ssl.wav2vec2.commands",
-    "speechlab.tts.commands",
+)
+TOP_COMMAND_MODULES = (
     "speechlab.inference",
     "speechlab.shipping",
     "speechlab.papers",
     "speechlab.serve.commands",
 )
+
+
+def command_modules() -> tuple[str, ...]:
+    from speechlab.families import command_modules as of_families
+
+    return (*CORE_COMMAND_MODULES, *of_families(), *TOP_COMMAND_MODULES)
 
 
 # What a rerun after a fault does; said with every "disk full" message.
@@ -139,14 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="speechlab", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue
-        module.add_commands(sub)
+    for name in command_modules():
+        importlib.import_module(name).add_commands(sub)
     return parser
 
 

@@ -36,7 +36,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from speechlab.contract import (Model, Recognizer, as_recognizer, as_synthesizer,
+                                recognition_options)
 from speechlab.errors import ConfigError, DataError
+from speechlab.families import builders, family, openers
 from speechlab.package import is_package, load_weights, read_card, read_weights, write_package
 
 BACKENDS = ("torch", "onnx")
@@ -50,19 +53,11 @@ LOOKED_FOR = ("a speechlab package (speechlab.json), a trained model directory (
               "checkpoint file")
 
 
-def _package_classes() -> dict[str, Any]:
-    from speechlab.asr.ctc.recognizer import CtcRecognizer
-    from speechlab.asr.rnnt.recognizer import RnntRecognizer
-    from speechlab.ssl.wav2vec2.recognizer import Wav2Vec2Encoder, Wav2Vec2Recognizer
-    from speechlab.tts.synthesis import Synthesizer
-
-    return {"rnnt": RnntRecognizer, "ctc": CtcRecognizer, "wav2vec2_ctc": Wav2Vec2Recognizer,
-            "wav2vec2": Wav2Vec2Encoder, "tts": Synthesizer}
-
-
-def load(path: str | Path, *, backend: str | None = None) -> Any:
+def load(path: str | Path, *, backend: str | None = None) -> Model:
     """The model at ``path`` (module doc), ready to use, in eval mode, its networks run by
-    ``backend`` (None: a package's own, else ``"torch"``)."""
+    ``backend`` (None: a package's own, else ``"torch"``). What it returns keeps the contract
+    of its kind (:mod:`speechlab.contract`); :func:`~speechlab.contract.as_recognizer` and
+    :func:`~speechlab.contract.as_synthesizer` narrow it."""
     if backend is not None and backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r}: choose one of {list(BACKENDS)}")
     from speechlab.shipped import resolve
@@ -74,19 +69,15 @@ def load(path: str | Path, *, backend: str | None = None) -> Any:
             raise ConfigError(f"{path} is an ONNX package (speechlab export --format onnx): it "
                               "holds no PyTorch weights; load it with backend='onnx' (or "
                               "export the model again without --format onnx)")
-        cls = _package_classes().get(card.family)
-        if cls is None:
-            raise DataError(f"{path}: a package of family {card.family!r}, which this "
-                            "speechlab does not know")
-        model = None  # an ONNX package: its graphs hold the weights
+        cls = family(card.family, path).runtime_class()
+        network = None  # an ONNX package: its graphs hold the weights
         if card.backend == "torch":
-            from speechlab.families import builders
             from speechlab.train.card import ModelCard
 
-            model = load_weights(ModelCard(card.family, card.config).build(builders(), path),
-                                 read_weights(path), path)
+            network = load_weights(ModelCard(card.family, card.config).build(builders(), path),
+                                   read_weights(path), path)
         try:
-            loaded = cls.from_package(path, card, model)
+            loaded: Model = cls.from_package(path, card, network)
         except (KeyError, TypeError, ValueError) as e:
             raise DataError(f"{path}: the card's data is incomplete ({e}); export the "
                             "model again") from None
@@ -94,29 +85,17 @@ def load(path: str | Path, *, backend: str | None = None) -> Any:
     return _on(_load_torch(path), backend, path)
 
 
-def _on(model: Any, backend: str | None, source: Path) -> Any:
+def _on(model: Model, backend: str | None, source: Path) -> Model:
     """``model`` with its networks run by ``backend`` (None: as it is)."""
-    if backend != "onnx" or getattr(model, "backend", "torch") == "onnx":
+    if backend != "onnx" or model.backend == "onnx":
         return model
-    onnx = getattr(model, "onnx", None)
-    if onnx is None:
-        raise ConfigError(f"{source}: {_what(model)} does not run on onnxruntime; "
+    if "onnx" not in model.capabilities:
+        raise ConfigError(f"{source}: {model.title} does not run on onnxruntime; "
                           f"backend='onnx' takes {' and '.join(ONNX_MODELS)}")
-    return onnx()
+    return model.onnx()
 
 
-_FAMILY_NAMES = {"ctc": "a CTC-topology model", "wav2vec2_ctc": "a wav2vec 2.0 CTC model",
-                 "wav2vec2": "a wav2vec 2.0 encoder"}
-
-
-def _what(model: Any) -> str:
-    """How errors name a loaded model ("a CTC-topology model")."""
-    family = getattr(model, "family", None) or (
-        "wav2vec2" if getattr(model, "kind", None) == "ssl" else type(model).__name__)
-    return _FAMILY_NAMES.get(family, f"a {family} model")
-
-
-def _load_torch(path: Path) -> Any:
+def _load_torch(path: Path) -> Model:
     """A model that is not a package (module doc), its networks in PyTorch."""
     if not path.exists():
         from speechlab.shipped import shipped
@@ -124,79 +103,26 @@ def _load_torch(path: Path) -> Any:
         names = sorted(shipped())
         raise DataError(f"{path} does not exist; give {LOOKED_FOR}"
                         + (f", or a shipped model's name ({', '.join(names)})" if names else ""))
+    for opener in openers():  # other toolkits' formats (Hugging Face, fairseq)
+        model: Model | None = opener(path)
+        if model is not None:
+            return model
     if path.is_dir():
-        if (path / "config.json").is_file():
-            return _hugging_face(path)
         if (path / "best.pt").is_file() or any(path.glob("ckpt-*.pt")):
             return _run_model(path)
         if (path / "models").is_dir():
             names = sorted(p.name for p in (path / "models").iterdir() if p.is_dir())
             raise DataError(f"{path} is a run directory; give one of its models, "
                             f"{path / 'models'}/NAME (NAME: {', '.join(names) or 'none yet'})")
-        raise DataError(f"{path}: not a model speechlab can load; looked for {LOOKED_FOR}")
-    if path.suffix in (".pt", ".bin", ".ckpt"):
-        return _checkpoint_file(path)
     raise DataError(f"{path}: not a model speechlab can load; looked for {LOOKED_FOR}")
 
 
-def _run_model(model_dir: Path) -> Any:
+def _run_model(model_dir: Path) -> Model:
     from speechlab.train.card import best_or_latest, read_card as read_model_card
 
-    family = read_model_card(best_or_latest(model_dir)).family
-    classes = _package_classes()
-    if family == "wav2vec2":
-        from speechlab.ssl.wav2vec2.model import load as load_w2v
-
-        return classes[family](load_w2v(model_dir))
-    cls = classes.get(family)
-    if cls is None:
-        raise DataError(f"{model_dir}: holds a {family!r} model, which this speechlab cannot use")
-    return cls.from_run(model_dir)
-
-
-def _hugging_face(directory: Path) -> Any:
-    from speechlab.ssl.wav2vec2.checkpoint_import import load_hf
-    from speechlab.ssl.wav2vec2.model import Wav2Vec2CTC
-    from speechlab.ssl.wav2vec2.recognizer import (Wav2Vec2Encoder, Wav2Vec2Recognizer,
-                                                   hf_normalize)
-
-    try:
-        kind = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DataError(f"{directory / 'config.json'}: not valid JSON ({e})") from None
-    if not isinstance(kind, dict):
-        raise DataError(f"{directory / 'config.json'}: expected a JSON object (a transformers "
-                        "config), got a JSON {type(kind).__name__}")
-    model_type = kind.get("model_type", "wav2vec2")
-    if model_type != "wav2vec2":
-        raise DataError(f"{directory}: a Hugging Face {model_type!r} model; speechlab reads "
-                        "wav2vec 2.0 (model_type wav2vec2)")
-    model = load_hf(directory)
-    if isinstance(model, Wav2Vec2CTC):
-        return Wav2Vec2Recognizer.from_hf(directory, model)
-    return Wav2Vec2Encoder(model, normalize=hf_normalize(directory))
-
-
-def _checkpoint_file(path: Path) -> Any:
-    from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained
-    from speechlab.ssl.wav2vec2.model import Wav2Vec2CTC
-    from speechlab.ssl.wav2vec2.recognizer import (CtcLabels, Wav2Vec2Encoder,
-                                                   Wav2Vec2Recognizer)
-
-    model = load_pretrained(path)
-    if not isinstance(model, Wav2Vec2CTC):
-        return Wav2Vec2Encoder(model)
-    letters = path.with_name("dict.ltr.txt")
-    if not letters.is_file():
-        raise DataError(f"{path} is a fine-tuned (CTC) fairseq checkpoint; its labels are in "
-                        f"fairseq's dict.ltr.txt, looked for at {letters}")
-    # fairseq's dictionary: <s> <pad> </s> <unk>, then one symbol per line; CTC's blank is <s>
-    symbols = ["<s>", "<pad>", "</s>", "<unk>"]
-    for n, line in enumerate(letters.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            symbols.append(line.split()[0])
-    return Wav2Vec2Recognizer(model, CtcLabels(tuple(symbols), 0, "|"), normalize=False,
-                              source=path)
+    name = read_model_card(best_or_latest(model_dir)).family
+    loaded: Model = family(name, model_dir).runtime_class().from_run(model_dir)
+    return loaded
 
 
 FORMATS = ("torch", "onnx")
@@ -218,11 +144,10 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
                           "from (OUT/models/NAME or a PyTorch package)")
     obj = load(source)
     if format == "onnx":
-        to_onnx = getattr(obj, "to_onnx_package", None)
-        if to_onnx is None:
-            raise ConfigError(f"{source}: {_what(obj)} does not export to ONNX; --format onnx "
+        if "onnx" not in obj.capabilities:
+            raise ConfigError(f"{source}: {obj.title} does not export to ONNX; --format onnx "
                               f"takes {' and '.join(ONNX_MODELS)}")
-        card, weights, files = to_onnx()
+        card, weights, files = obj.to_onnx_package()
     else:
         card, weights, files = obj.to_package()
     made_by: dict[str, Any] = {"source": str(source), "speechlab": version("speechlab")}
@@ -259,67 +184,20 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
 LONG_INPUT_SECONDS = 30.0
 
 
-def _transcribe_options(model: Any, args: Any) -> dict[str, Any]:
-    """The keyword options of ``model.transcribe`` the command line asks for, checked."""
-    import math
-
-    opts: dict[str, Any] = {}
-    if args.beam is not None:
-        if args.beam < 1:
-            raise ConfigError(f"--beam must be >= 1, got {args.beam}")
-        opts["beam"] = args.beam
-    if args.method is not None:
-        methods = getattr(model, "methods", None) or _methods(model)
-        if args.method not in methods:
-            raise ConfigError(f"--method {args.method!r}: this model decodes with "
-                              f"{', '.join(methods)}")
-        opts["method"] = args.method
-    for name, value in (("tau", args.tau), ("s_th", args.s_th)):
-        if value is None:
-            continue
-        if not (value >= 0 or value == math.inf) or value != value:
-            raise ConfigError(f"--{name.replace('_', '-')} must be a number >= 0 (or inf), "
-                              f"got {value}")
-        if not getattr(model, "streaming", False):
-            raise ConfigError(f"--{name.replace('_', '-')}: early stopping is for the streaming "
-                              "multi-softmax models; this model is not one")
-        opts[name] = value
-    return opts
-
-
-def _methods(model: Any) -> tuple[str, ...]:
-    from speechlab.asr.ctc.recognizer import CtcRecognizer
-    from speechlab.ssl.wav2vec2.recognizer import Wav2Vec2Recognizer
-
-    if isinstance(model, CtcRecognizer):
-        return ("viterbi", "prefix") if model.topology == "S1-T1" and model.arpa else ("viterbi",)
-    if isinstance(model, Wav2Vec2Recognizer):
-        return ("greedy", "lm") if model.arpa and model.tokenizer else ("greedy",)
-    return ("beam", "greedy")
-
-
 def _run_transcribe(args: Any) -> int:
     import sys
 
-    from speechlab.asr.transcript import audio_seconds
+    from speechlab.audio.chunks import audio_seconds
     from speechlab.audio.io import validate_audio_file
     from speechlab.progress import WorkProgress
 
-    model = load(args.model, backend=args.backend)
-    if getattr(model, "kind", None) != "asr":
-        raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
-                        "recognizer")
-    if args.language is not None and args.language not in model.languages:
-        raise ConfigError(f"--language {args.language!r}: this model knows "
-                          f"{list(model.languages)}")
-    if args.stream and not model.streaming:
+    model = as_recognizer(load(args.model, backend=args.backend), args.model)
+    opts = recognition_options(model, language=args.language, method=args.method,
+                               beam=args.beam, tau=args.tau, s_th=args.s_th, flag="--")
+    language = opts.pop("language")
+    if args.stream and "stream" not in model.capabilities:
         raise ConfigError("--stream: this model reads whole recordings; only the multi-softmax "
                           "RNN-T family streams")
-    opts = _transcribe_options(model, args)
-    if model.streaming and "method" in opts:
-        from dataclasses import replace
-
-        model.search = replace(model.search, method=opts.pop("method"))
     for wav in args.wavs:  # every input is checked before the first is decoded
         validate_audio_file(wav, expected_sr=None, channels=None)
     for wav in args.wavs:
@@ -330,7 +208,7 @@ def _run_transcribe(args: Any) -> int:
             if args.stream:
                 result = _stream_file(model, wav, args, opts)
             else:
-                result = model.transcribe(wav, language=args.language, progress=progress.update,
+                result = model.transcribe(wav, language=language, progress=progress.update,
                                           **opts)
         if args.json:
             print(json.dumps(result.to_json(str(wav)), ensure_ascii=False), flush=True)
@@ -340,12 +218,12 @@ def _run_transcribe(args: Any) -> int:
     return 0
 
 
-def _stream_file(model: Any, wav: Path, args: Any, opts: dict[str, Any]) -> Any:
+def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]) -> Any:
     """A file fed to a stream in ``--chunk-ms`` pieces, partial results printed as they change
     (to stderr when stdout carries JSON)."""
     import sys
 
-    from speechlab.asr.transcript import iter_blocks
+    from speechlab.audio.chunks import iter_blocks
 
     if not (args.chunk_ms > 0 and args.chunk_ms == args.chunk_ms):
         raise ConfigError(f"--chunk-ms must be a positive number of milliseconds, got "
@@ -376,10 +254,7 @@ def _run_synth(args: Any) -> int:
         raise ConfigError("synth: give either a LABELS file or --text, not both")
     if args.text is not None and not args.text.strip():
         raise DataError("synth: --text is empty")
-    model = load(args.model, backend=args.backend)
-    if getattr(model, "kind", None) != "tts":
-        raise DataError(f"{args.model}: a {getattr(model, 'kind', '?')} model, not a speech "
-                        "synthesizer")
+    model = as_synthesizer(load(args.model, backend=args.backend), args.model)
     speech = model.synthesize(text=args.text, labels=args.labels,
                               window=args.window or None)
     if not np.isfinite(speech.waveform).all():

@@ -187,16 +187,8 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
 def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor], source: object
                  ) -> torch.nn.Module:
     """``weights`` into ``model`` (put in eval mode), which must hold exactly those tensors at
-    those shapes: a package whose card and weights disagree is named, not half loaded."""
-    own = model.state_dict()
-    missing = sorted(set(own) - set(weights))
-    extra = sorted(set(weights) - set(own))
-    if missing or extra:
-        raise DataError(f"{source}: the weights do not fit the card's model (missing "
-                        f"{missing[:3]}, unexpected {extra[:3]}); export the model again")
-    for k, v in weights.items():
-        if tuple(v.shape) != tuple(own[k].shape):
-            raise DataError(f"{source}: tensor {k!r} has shape {tuple(v.shape)}, the card's "
-                            f"model expects {tuple(own[k].shape)}")
-    model.load_state_dict(dict(weights))
-    return model.eval()
+    those shapes, of usable types and values (:func:`speechlab.nn.weights.load_weights`): a
+    package whose card and weights disagree is named, not half loaded."""
+    from speechlab.nn.weights import load_weights as checked
+
+    return checked(model, weights, source, hint="; export the model again")

@@ -112,10 +112,22 @@ def test_validate_recording(good, tmp_path):
 
 
 def test_validate_recording_with_resampling_transform(tmp_path):
+    """A recording behind lhotse's resampling transform is decoded to be checked: the
+    resampled length must match the manifest, and what the file holds must be finite."""
     p = tmp_path / "8k.wav"
     sf.write(p, _tone(8000), 8000, subtype="PCM_16")
     rec = _rec(p, n=8000, sr=8000).resample(16000)
-    validate_recording(rec)  # decoded through lhotse's transform
+    assert rec.num_samples == 16000
+    validate_recording(rec)  # decoded through lhotse's transform: 16000 samples, as said
+    from dataclasses import replace
+
+    with pytest.raises(DataError, match=r"8k\.wav.*file has 8000 samples at 8000 Hz \(16000 at "
+                                        r"16000 Hz\) but the manifest says 20000"):
+        validate_recording(replace(rec, num_samples=20000, duration=20000 / 16000))
+    bad = tmp_path / "nan.wav"
+    sf.write(bad, np.full(8000, np.nan, np.float32), 8000, subtype="FLOAT")
+    with pytest.raises(DataError, match="recording 'r1'.*(NaN|non-finite|not finite)"):
+        validate_recording(_rec(bad, n=8000, sr=8000).resample(16000))
 
 
 @pytest.mark.parametrize("text, lang, message", [
@@ -130,8 +142,18 @@ def test_validate_supervision(text, lang, message):
         validate_supervision(text, lang, ["en", "hi"], utt="u7")
 
 
-def test_validate_supervision_accepts_good():
-    validate_supervision("नमस्ते दुनिया", "hi", ["en", "hi"], utt="u7")
+@pytest.mark.parametrize("text, lang, known", [
+    ("नमस्ते दुनिया", "hi", ["en", "hi"]),
+    ("hello world", "en", ["en"]),
+    (" a ", "ta", ["ta"]),
+])
+def test_validate_supervision_accepts_good(text, lang, known):
+    """Good supervisions pass, and the same ones with their language unknown do not: the check
+    reads what it is given."""
+    assert validate_supervision(text, lang, known, utt="u7") is None
+    with pytest.raises(DataError, match=f"unknown language tag '{lang}'"):
+        validate_supervision(text, lang, [k for k in ["en", "hi", "ta", "gu"] if k != lang],
+                             utt="u7")
 
 
 def test_validate_cut(good):

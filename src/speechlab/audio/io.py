@@ -138,11 +138,15 @@ def _check_shape(info: AudioInfo, loc: str, expected_sr: int | None,
 
 
 def validate_audio_file(path: str | Path, expected_sr: int | None = 16000,
-                        channels: int | None = 1, *, utt: str | None = None) -> AudioInfo:
-    """Check a file is readable, complete, non-empty, at ``expected_sr`` with ``channels``."""
+                        channels: int | None = 1, *, utt: str | None = None,
+                        finite: bool = True) -> AudioInfo:
+    """Check a file is readable, complete, non-empty, at ``expected_sr`` with ``channels``,
+    and (``finite``; float files only) holds no NaN or inf. ``finite=False`` reads the header
+    only, for a caller whose reader checks each block as it decodes (the server)."""
     info = audio_info(path, utt=utt)
     _check_shape(info, where(path, utt=utt), expected_sr, channels)
-    _check_file_finite(Path(path), info, where(path, utt=utt))
+    if finite:
+        _check_file_finite(Path(path), info, where(path, utt=utt))
     return info
 
 
@@ -195,6 +199,17 @@ def validate_recording(rec: Any, expected_sr: int | None = 16000,
                                 "replaced); re-create the file or the manifest")
             _check_file_finite(Path(src.source), info, where(src.source, utt=rec.id))
         return
+    if all(s.type == "file" for s in rec.sources) and _resampled_only(rec):
+        # lhotse pads or cuts what it decodes to the manifest's length, so the length is
+        # checked against the files themselves: their frames at the resampled rate.
+        for src in rec.sources:
+            info = audio_info(src.source, utt=rec.id)
+            expected = round(info.frames * rec.sampling_rate / info.sample_rate)
+            if abs(expected - rec.num_samples) > SAMPLE_TOLERANCE + 1:
+                raise DataError(f"{where(src.source, utt=rec.id)}: file has {info.frames} "
+                                f"samples at {info.sample_rate} Hz ({expected} at "
+                                f"{rec.sampling_rate} Hz) but the manifest says "
+                                f"{rec.num_samples}; re-create the file or the manifest")
     # Commands, URLs, in-memory audio, resampling transforms: decode to check.
     try:
         audio = rec.load_audio()
@@ -204,6 +219,13 @@ def validate_recording(rec: Any, expected_sr: int | None = 16000,
         raise DataError(f"{loc}: decoded {audio.shape[-1]} samples but the manifest says "
                         f"{rec.num_samples}; re-create the manifest")
     check_finite(np.asarray(audio).T, loc, rec.sampling_rate)
+
+
+def _resampled_only(rec: Any) -> bool:
+    """Whether ``rec``'s transforms are all resampling (lhotse's ``Resample``), which keep a
+    file's duration."""
+    return all(type(t).__name__ == "Resample" or (isinstance(t, dict) and t.get("name") ==
+                                                     "Resample") for t in rec.transforms)
 
 
 def validate_supervision(text: str | None, language: str | None, known_languages: Iterable[str],

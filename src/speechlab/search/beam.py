@@ -2,7 +2,7 @@
 
 Model-agnostic on purpose: RNN-T search (``speechlab.asr.rnnt.search``) keys hypotheses by their
 label sequence and log-adds the scores of different alignments of the same labels; a CTC prefix
-search (``speechlab.asr.ctc.prefix_search``) keys them by prefix and merges the blank- and
+search (``speechlab.search.prefix``) keys them by prefix and merges the blank- and
 label-ending sums separately; a WFST Viterbi search would key them by graph state and merge
 with max. Nothing here knows about tensors: a hypothesis carries whatever ``state`` its search
 needs.

@@ -47,7 +47,7 @@ from starlette.staticfiles import StaticFiles
 from speechlab.errors import ConfigError, DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
 from speechlab.serve.runtime import Busy, NotFound, Runtime, ServeLimits
-from speechlab.serve.streams import AsrSession, recognition_options
+from speechlab.serve.streams import AsrSession
 from speechlab.serve.uploads import (TooLarge, read_audio, read_small_body, renamed_errors,
                                      save_body, wav_bytes)
 
@@ -76,116 +76,144 @@ def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *
                loopback: bool = True) -> Starlette:
     """The app serving ``models`` (name -> anything :func:`speechlab.load` returned) within
     ``limits``. ``loopback``: the server listens on a loopback address, so requests whose Host
-    is another name (DNS rebinding) are refused."""
-    served = {name: m if isinstance(m, ServedModel) else ServedModel.of(name, m)
+    is another name (DNS rebinding) are refused. The handlers below find the server's
+    :class:`~.runtime.Runtime` in ``app.state.runtime``."""
+    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
               for name, m in models.items()}
     runtime = Runtime(served, limits)
-
-    async def index(request: Request) -> Response:
-        return FileResponse(STATIC / "index.html")
-
-    async def list_models(request: Request) -> Response:
-        return JSONResponse([m.describe() for m in runtime.models.values()])
-
-    async def capabilities(request: Request) -> Response:
-        return JSONResponse({m.name: m.capabilities() for m in runtime.models.values()})
-
-    async def transcribe(request: Request) -> Response:
-        model = runtime.model(request.query_params.get("model"), "asr")
-        opts = recognition_options(model, request.query_params)
-        name = request.query_params.get("filename") or "upload.wav"
-        with runtime.jobs:
-            path = await save_body(request, runtime.uploads, limits.max_upload_bytes)
-            try:
-                result = await runtime.job(model, _transcribe_file, model.model, path, name, opts)
-            finally:
-                path.unlink(missing_ok=True)
-        return JSONResponse(result)
-
-    async def _text(request: Request) -> str:
-        body = await read_small_body(request, MAX_JSON_BYTES)
-        try:
-            data = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise DataError('the body must be JSON: {"text": "..."}') from None
-        text = data.get("text") if isinstance(data, dict) else None
-        if not isinstance(text, str):
-            raise DataError('the body must be JSON with a string "text": {"text": "..."}')
-        if not text.strip():
-            raise DataError("the text is empty")
-        if len(text) > limits.max_text_chars:
-            raise DataError(f"the text has {len(text)} characters; this server synthesizes at "
-                            f"most {limits.max_text_chars} at once")
-        return text
-
-    async def synthesize(request: Request) -> Response:
-        model = runtime.model(request.query_params.get("model"), "tts")
-        with runtime.jobs:
-            text = await _text(request)
-            speech = await runtime.job(model, _synthesize, model.model, text)
-        return Response(wav_bytes(speech.waveform, speech.sample_rate), media_type="audio/wav")
-
-    async def speech(request: Request) -> Response:
-        from speechlab.serve.panels import speech_view
-
-        model = runtime.model(request.query_params.get("model"), "tts")
-        with runtime.jobs:
-            text = await _text(request)
-            out = await runtime.job(model, _speech, model.model, text, speech_view)
-        return JSONResponse(out)
-
-    async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
-        name = request.query_params.get("filename") or "upload.wav"
-        with runtime.jobs:
-            path = await save_body(request, runtime.uploads, limits.max_upload_bytes)
-            try:
-                out = await runtime.job(model, _analyse, fn, path, name,
-                                        limits.max_analysis_seconds)
-            finally:
-                path.unlink(missing_ok=True)
-        return JSONResponse(out)
-
-    async def attention(request: Request) -> Response:
-        from speechlab.serve.panels import attention_view
-
-        model = runtime.model(request.query_params.get("model"))
-        encoder = model.encoder
-        if encoder is None:
-            raise ConfigError(f"{model.name} is not a wav2vec 2.0 model: it has no attention "
-                              "maps to diagnose")
-        return await _analysis(request, model, lambda x: attention_view(encoder, x))
-
-    async def lattice(request: Request) -> Response:
-        from speechlab.serve.panels import lattice_view
-
-        model = runtime.model(request.query_params.get("model"))
-        if not model.has_lattice:
-            raise ConfigError(f"{model.name} is not a CTC-topology model with a decoding graph")
-        return await _analysis(request, model, lambda x: lattice_view(model.model, x))
-
-    async def asr_socket(ws: Any) -> None:
-        await AsrSession(ws, runtime).run()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
         yield
         runtime.close()
 
-    routes = [
-        Route("/", index),
-        Route("/api/models", list_models),
-        Route("/api/capabilities", capabilities),
-        Route("/api/transcribe", transcribe, methods=["POST"]),
-        Route("/api/synthesize", synthesize, methods=["POST"]),
-        Route("/api/speech", speech, methods=["POST"]),
-        Route("/api/attention", attention, methods=["POST"]),
-        Route("/api/lattice", lattice, methods=["POST"]),
-        WebSocketRoute("/ws/asr", asr_socket),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=_HANDLERS)
+    app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=_HANDLERS)
     app.state.runtime = runtime
     return _Guard(app, loopback)
+
+
+# ---------------------------------------------------------------------------------------------
+# The routes
+
+
+def _runtime(connection: Any) -> Runtime:
+    return connection.app.state.runtime
+
+
+async def index(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html")
+
+
+async def list_models(request: Request) -> Response:
+    return JSONResponse([m.describe() for m in _runtime(request).models.values()])
+
+
+async def capabilities(request: Request) -> Response:
+    return JSONResponse({m.name: m.capabilities() for m in _runtime(request).models.values()})
+
+
+async def transcribe(request: Request) -> Response:
+    runtime = _runtime(request)
+    model = runtime.model(request.query_params.get("model"), "asr")
+    opts = model.options(request.query_params)
+    name = request.query_params.get("filename") or "upload.wav"
+    with runtime.jobs:
+        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes)
+        try:
+            result = await runtime.job(model, _transcribe_file, model.model, path, name, opts)
+        finally:
+            path.unlink(missing_ok=True)
+    return JSONResponse(result)
+
+
+async def _text(request: Request, runtime: Runtime) -> str:
+    """The ``text`` of a JSON body, checked."""
+    body = await read_small_body(request, MAX_JSON_BYTES)
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DataError('the body must be JSON: {"text": "..."}') from None
+    text = data.get("text") if isinstance(data, dict) else None
+    if not isinstance(text, str):
+        raise DataError('the body must be JSON with a string "text": {"text": "..."}')
+    if not text.strip():
+        raise DataError("the text is empty")
+    if len(text) > runtime.limits.max_text_chars:
+        raise DataError(f"the text has {len(text)} characters; this server synthesizes at "
+                        f"most {runtime.limits.max_text_chars} at once")
+    return text
+
+
+async def synthesize(request: Request) -> Response:
+    runtime = _runtime(request)
+    model = runtime.model(request.query_params.get("model"), "tts")
+    with runtime.jobs:
+        text = await _text(request, runtime)
+        speech = await runtime.job(model, _synthesize, model.model, text)
+    return Response(wav_bytes(speech.waveform, speech.sample_rate), media_type="audio/wav")
+
+
+async def speech(request: Request) -> Response:
+    from speechlab.serve.panels import speech_view
+
+    runtime = _runtime(request)
+    model = runtime.model(request.query_params.get("model"), "tts")
+    with runtime.jobs:
+        text = await _text(request, runtime)
+        out = await runtime.job(model, _speech, model.model, text, speech_view)
+    return JSONResponse(out)
+
+
+async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
+    """An uploaded recording through ``fn`` (a panel's view) on the job thread."""
+    runtime = _runtime(request)
+    name = request.query_params.get("filename") or "upload.wav"
+    with runtime.jobs:
+        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes)
+        try:
+            out = await runtime.job(model, _analyse, fn, path, name,
+                                    runtime.limits.max_analysis_seconds)
+        finally:
+            path.unlink(missing_ok=True)
+    return JSONResponse(out)
+
+
+async def attention(request: Request) -> Response:
+    from speechlab.serve.panels import attention_view
+
+    model = _runtime(request).model(request.query_params.get("model"))
+    encoder = model.encoder
+    if encoder is None:
+        raise ConfigError(f"{model.name} is not a wav2vec 2.0 model: it has no attention "
+                          "maps to diagnose")
+    return await _analysis(request, model, lambda x: attention_view(encoder, x))
+
+
+async def lattice(request: Request) -> Response:
+    from speechlab.serve.panels import lattice_view
+
+    model = _runtime(request).model(request.query_params.get("model"))
+    if not model.has_lattice:
+        raise ConfigError(f"{model.name} is not a CTC-topology model with a decoding graph")
+    return await _analysis(request, model, lambda x: lattice_view(model.model, x))
+
+
+async def asr_socket(ws: Any) -> None:
+    await AsrSession(ws, _runtime(ws)).run()
+
+
+ROUTES = [
+    Route("/", index),
+    Route("/api/models", list_models),
+    Route("/api/capabilities", capabilities),
+    Route("/api/transcribe", transcribe, methods=["POST"]),
+    Route("/api/synthesize", synthesize, methods=["POST"]),
+    Route("/api/speech", speech, methods=["POST"]),
+    Route("/api/attention", attention, methods=["POST"]),
+    Route("/api/lattice", lattice, methods=["POST"]),
+    WebSocketRoute("/ws/asr", asr_socket),
+    Mount("/static", StaticFiles(directory=STATIC), name="static"),
+]
 
 
 def _error(status: int):
@@ -259,7 +287,9 @@ def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any]) ->
     from speechlab.audio.io import validate_audio_file
 
     with renamed_errors(path, name):
-        validate_audio_file(path, expected_sr=None, channels=None)
+        # The header here; the recognizer's block reader checks every block's samples as it
+        # decodes, so the upload is read once.
+        validate_audio_file(path, expected_sr=None, channels=None, finite=False)
         result = model.transcribe(path, **opts)
     return result.to_json(name)
 

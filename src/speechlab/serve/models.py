@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speechlab.contract import Encoder, Model, as_encoder, as_recognizer, recognition_options
 from speechlab.errors import DataError
 
 #: The models of ``make demo`` the server offers when given no path, under its ``--out``
@@ -31,7 +32,8 @@ DEMO_MODELS: dict[str, tuple[str, ...]] = {
 
 def demo_paths(root: Path) -> tuple[list[Path], list[Path]]:
     """The demo's model directories under ``root``: (found, missing)."""
-    found, missing = [], []
+    found: list[Path] = []
+    missing: list[Path] = []
     for paper, names in DEMO_MODELS.items():
         for name in names:
             path = root / paper / "models" / name
@@ -71,19 +73,22 @@ def unique_names(paths: Sequence[Path]) -> list[str]:
 @dataclass(frozen=True)
 class ServedModel:
     """A loaded model under the name clients use, with what ``GET /api/models`` says of it
-    (read from the model once, by :meth:`of`)."""
+    (read from the model's contract, :mod:`speechlab.contract`)."""
 
     name: str
-    model: Any
-    kind: str = "?"
-    streaming: bool = False
-    languages: tuple[str, ...] = ()
+    model: Model
 
-    @classmethod
-    def of(cls, name: str, model: Any) -> ServedModel:
-        return cls(name, model, str(getattr(model, "kind", "?")),
-                   bool(getattr(model, "streaming", False)),
-                   tuple(getattr(model, "languages", ()) or ()))
+    @property
+    def kind(self) -> str:
+        return self.model.kind
+
+    @property
+    def streaming(self) -> bool:
+        return "stream" in self.model.capabilities
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        return tuple(self.model.languages)
 
     def describe(self) -> dict[str, Any]:
         """The entry of ``GET /api/models``."""
@@ -91,39 +96,33 @@ class ServedModel:
                 "languages": list(self.languages)}
 
     @property
-    def encoder(self) -> Any | None:
+    def encoder(self) -> Encoder | None:
         """The wav2vec 2.0 encoder to diagnose (``.model``, ``.waveform``), if there is one."""
-        if self.kind == "ssl":
-            return self.model
-        encoder = getattr(self.model, "encoder", None)
-        return encoder if hasattr(encoder, "waveform") else None
+        if self.kind != "ssl" and "attention" not in self.model.capabilities:
+            return None
+        return as_encoder(self.model, self.name)
 
     @property
     def has_lattice(self) -> bool:
-        from speechlab.asr.ctc.recognizer import CtcRecognizer
-
-        return isinstance(self.model, CtcRecognizer)
+        return "lattice" in self.model.capabilities
 
     @property
     def lid_free(self) -> bool:
         """Whether the model finds the language itself (LID bars and early stopping apply)."""
-        return bool(getattr(self.model, "lid_free", False))
+        return "early_stop" in self.model.capabilities
+
+    def options(self, query: Any) -> dict[str, Any]:
+        """``language``, ``tau``, ``s_th`` of a request's query string, checked as ``speechlab
+        transcribe`` checks its options (:func:`speechlab.contract.recognition_options`)."""
+        return recognition_options(as_recognizer(self.model, self.name),
+                                   language=query.get("language") or None,
+                                   tau=query.get("tau"), s_th=query.get("s_th"), name=self.name)
 
     def capabilities(self) -> list[str]:
-        out = []
-        if self.kind == "asr":
-            out.append("transcribe")
-            if self.streaming:
-                out.append("stream")
-            if self.lid_free:
-                out.append("early_stop")
-        if self.kind == "tts":
-            out.append("synthesize")
-        if self.encoder is not None:
-            out.append("attention")
-        if self.has_lattice:
-            out.append("lattice")
-        return out
+        """What the page may offer for this model, in a fixed order."""
+        order = ("transcribe", "stream", "early_stop", "synthesize", "attention", "lattice")
+        own = set(self.model.capabilities) | ({"attention"} if self.kind == "ssl" else set())
+        return [c for c in order if c in own]
 
 
 def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None = None
@@ -138,10 +137,10 @@ def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None 
     served: dict[str, ServedModel] = {}
     for name, path in zip(unique_names(paths), paths):
         model = load(path)
-        if backend == "onnx" and hasattr(model, "onnx"):
+        if backend == "onnx" and "onnx" in model.capabilities:
             model = model.onnx()
-        served[name] = ServedModel.of(name, model)
-        on = getattr(model, "backend", "torch")
+        served[name] = ServedModel(name, model)
+        on = model.backend
         say(f"  {name}: {served[name].kind} model from {path}" + (f" ({on})" if on != "torch"
                                                                    else ""))
     return served

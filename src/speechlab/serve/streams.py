@@ -8,7 +8,7 @@ the text frame ``done``. The server answers with JSON text frames:
   still run under early stopping (Sec. 6.3 of the multi-softmax paper), and the seconds of
   audio decoded;
 - one ``{"type": "final", "text", "language", "lid", "words"}`` after ``done``: the
-  :class:`~speechlab.asr.transcript.Transcript` as ``speechlab transcribe --json`` writes it;
+  :class:`~speechlab.contract.Transcript` as ``speechlab transcribe --json`` writes it;
 - ``{"type": "error", "message"}`` for anything malformed. A bad frame is skipped and the
   stream goes on; a stream that cannot go on (unknown model, bad settings, the server busy,
   audio arriving far faster than it is decoded, a recording too long to keep) is closed after
@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from typing import Any
 
 import numpy as np
 
-from speechlab.errors import ConfigError, DataError, SpeechlabError
+from speechlab.errors import DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
 from speechlab.serve.runtime import Busy, NotFound, Runtime
 from speechlab.serve.uploads import pcm_frame
@@ -50,38 +49,6 @@ class Fatal(Exception):
     def __init__(self, message: str, code: int = BAD_REQUEST) -> None:
         super().__init__(message)
         self.code = code
-
-
-def early_stop_value(query: Any, name: str) -> float:
-    """``tau`` / ``s_th`` of a query string: a number >= 0 or ``inf`` (the default)."""
-    text = query.get(name)
-    if text is None or text == "":
-        return math.inf
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"{name} must be a number >= 0 (or inf), got {text!r}") from None
-    if not value >= 0:
-        raise ConfigError(f"{name} must be a number >= 0 (or inf), got {text!r}")
-    return value
-
-
-def recognition_options(served: ServedModel, query: Any) -> dict[str, Any]:
-    """``language``, ``tau``, ``s_th`` of a request for ``served``, checked as ``speechlab
-    transcribe`` checks its options."""
-    language = query.get("language") or None
-    if language is not None and language not in served.languages:
-        raise ConfigError(f"language {language!r}: {served.name} knows "
-                          f"{', '.join(served.languages)}")
-    opts: dict[str, Any] = {"language": language}
-    for name in ("tau", "s_th"):
-        value = early_stop_value(query, name)
-        if value != math.inf:
-            if not served.lid_free:
-                raise ConfigError(f"{name}: early stopping is for the streaming multi-softmax "
-                                  f"models with a LID head; {served.name} is not one")
-            opts[name] = value
-    return opts
 
 
 class AsrSession:
@@ -134,7 +101,7 @@ class AsrSession:
     def _open(self) -> None:
         query = self.ws.query_params
         self.served = self.runtime.model(query.get("model"), "asr")
-        self.opts = recognition_options(self.served, query)
+        self.opts = self.served.options(query)
         if self.served.streaming:
             self.stream = self.served.model.stream(**self.opts)
         self.runtime.streams.take()  # last: nothing after it can fail and keep the slot

@@ -118,7 +118,7 @@ class ArpaLM:
 
     def score(self, history: Sequence[str], word: str) -> float:
         """``log10 p(word | <s> history)``: the word-LM interface of the CTC prefix search
-        (:class:`speechlab.asr.ctc.prefix_search.WordLM`, with ``lm_log10=True``); ``word``
+        (:class:`speechlab.search.prefix.WordLM`, with ``lm_log10=True``); ``word``
         ``</s>`` asks for the end of the sentence."""
         return self.logprob(word, ("<s>",) + tuple(history))
 

@@ -41,6 +41,7 @@ import torch
 from torch import nn
 
 from speechlab.errors import SpeechlabError
+from speechlab.nn.weights import check_weight
 from speechlab.utils import atomic_path
 
 FORMAT_VERSION = 1
@@ -247,23 +248,6 @@ def load_model_weights(model: nn.Module, path: str | Path, *, strict: bool = Tru
             f"{_few(report.unexpected)}; pass strict=False or filter/map the keys")
     model.load_state_dict({k: mapped[k] for k in report.loaded}, strict=False)
     return report
-
-
-def check_weight(key: str, value: torch.Tensor, expected: torch.Tensor, source: object) -> None:
-    """SpeechlabError naming ``source`` and ``key`` unless ``value`` can stand for the model's
-    tensor ``expected``: of a floating-point type where that is (integer "weights" are not a
-    model's) and finite (NaN or inf weights make every output NaN: a model whose training
-    diverged, or a corrupt file, would give noise or silence without a word)."""
-    if not expected.is_floating_point():
-        return
-    if not (value.is_floating_point() or value.is_complex()):
-        raise SpeechlabError(f"{source}: weight {key!r} is of type {value.dtype}, not floating "
-                             "point: not a model's weights (a corrupt or foreign file)")
-    bad = int((~torch.isfinite(value)).sum())
-    if bad:
-        raise SpeechlabError(f"{source}: weight {key!r} holds {bad} non-finite value(s) (NaN "
-                             "or inf): the training diverged or the file is corrupt; use an "
-                             "earlier checkpoint or retrain")
 
 
 def _few(keys: list[str], n: int = 5) -> str:

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from speechlab.contract import ModelBase
 from speechlab.errors import DataError
 from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
 from speechlab.tts.labels import InputNormalizer, Labels
@@ -78,7 +79,7 @@ class Speech:
 
 
 @dataclass
-class Synthesizer:
+class Synthesizer(ModelBase):
     """A trained acoustic model with the normalizers and questions of its training data.
     ``window``: SALAD attends within windows of this many frames (the training window; None:
     the whole utterance). ``model`` is the PyTorch module or its ONNX graph
@@ -94,7 +95,9 @@ class Synthesizer:
     question_text: str = ""
 
     kind = "tts"
-    streaming = False
+    family = "tts"
+    title = "a TTS acoustic model"
+    CAPABILITIES = frozenset({"synthesize", "onnx"})
     languages = ("en",)
     sample_rate = SAMPLE_RATE
 

@@ -110,9 +110,22 @@ def test_unique_paths_merge_duplicates_whose_words_sit_on_different_frames():
 
 
 def test_backoff_grammar_has_duplicates_that_unique_paths_removes():
+    """A back-off grammar gives some (tokens, words) sequences two graph paths (the n-gram and
+    the back-off route). The lattice keeps both until unique_paths, which keeps the cheaper,
+    and the lattice's paths are then the oracle's unique ones, with their costs."""
     fst = fp.decoding_graph("S1-T1", 2, LEXICON, grammar("bigram"))
-    paths = fp.enumerate_paths(fst, emission(5, 3, 0))
+    logp = emission(5, 3, 0)
+    paths = fp.enumerate_paths(fst, logp)
     assert len(fp.unique(paths)) < len(paths)  # the planted duplicates exist
+    graph = L.DecodingGraph.from_fst(fst)
+    raw = fp.lattice_paths(L.generate(graph, logp, EVERYTHING))
+    seqs = [(p.tokens, p.words) for p in raw]
+    assert len(set(seqs)) < len(seqs)  # the lattice holds them too ...
+    kept = fp.lattice_paths(L.unique_paths(L.generate(graph, logp, EVERYTHING)))
+    kept_seqs = [(p.tokens, p.words) for p in kept]
+    assert len(set(kept_seqs)) == len(kept_seqs)  # ... and unique_paths leaves one each
+    want = {(p.tokens, p.words): round(p.graph_cost, 4) for p in fp.unique(paths)}
+    assert {(p.tokens, p.words): round(p.graph_cost, 4) for p in kept} == want
 
 
 @pytest.mark.parametrize("score", ["acoustic", "total"])

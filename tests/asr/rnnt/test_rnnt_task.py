@@ -10,7 +10,7 @@ from lhotse import CutSet
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.training import monolingual_key_map
-from speechlab.asr.ctc.loss import ctc_loss
+from speechlab.nn.ctc import ctc_loss
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.asr.rnnt.loss import rnnt_loss
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig, collate_rnnt
@@ -177,7 +177,7 @@ def test_validate_reports_each_language_and_lid_accuracy():
     task = RNNTTask(model, utts, utts, TaskConfig(max_frames=200, valid_utterances=3))
     with torch.no_grad():
         m = task.validate(model)
-    assert set(m) == {"loss", "loss_en", "loss_hi", "lid_acc"}
+    assert set(m) == {"loss", "loss_en", "loss_hi", "lid_acc", "lid_acc_en", "lid_acc_hi"}
     # three utterances of each language: the overall loss is the plain mean of the two
     assert m["loss"] == pytest.approx((m["loss_en"] + m["loss_hi"]) / 2)
     # each language's loss is the mean per-utterance RNN-T loss of its first three utterances
@@ -188,13 +188,24 @@ def test_validate_reports_each_language_and_lid_accuracy():
         direct = rnnt_loss(out.logits, b.targets, out.enc_lens, b.target_lens, reduction="none")
     assert m["loss_hi"] == pytest.approx(float(direct.mean()), rel=1e-5)
     # A LID head planted to say "hi" for every frame is right on every Hindi utterance and on
-    # no English one: accuracy 1 and 0, averaged over the languages.
+    # no English one: accuracy 1 and 0, and their mean; planted to say "en", the other way.
     with torch.no_grad():
         model.lid_head.weight.zero_()
         model.lid_head.bias.copy_(torch.tensor([0.0, 10.0]))
-        assert task.validate(model)["lid_acc"] == pytest.approx(0.5)
+        says_hi = task.validate(model)
         model.lid_head.bias.copy_(torch.tensor([10.0, 0.0]))
-        assert task.validate(model)["lid_acc"] == pytest.approx(0.5)
+        says_en = task.validate(model)
+    assert (says_hi["lid_acc_hi"], says_hi["lid_acc_en"]) == (1.0, 0.0)
+    assert (says_en["lid_acc_hi"], says_en["lid_acc_en"]) == (0.0, 1.0)
+    assert says_hi["lid_acc"] == says_en["lid_acc"] == pytest.approx(0.5)
+    # Three Hindi utterances of five held in dev: the head saying "hi" is right on those three
+    # only; as a share of all dev utterances it would be 3/6, per language it is 1 and 0.
+    task3 = RNNTTask(model, utts, [u for u in utts if u.language == "hi"][:3] +
+                     [u for u in utts if u.language == "en"][:1], TaskConfig(max_frames=200))
+    with torch.no_grad():
+        model.lid_head.bias.copy_(torch.tensor([0.0, 10.0]))
+        m3 = task3.validate(model)
+    assert (m3["lid_acc_hi"], m3["lid_acc_en"], m3["lid_acc"]) == (1.0, 0.0, 0.5)
     mono = build("mono", {"en": 7}, "ci").eval()
     with torch.no_grad():
         assert set(RNNTTask(mono, utts, utts, TaskConfig()).validate(mono)) == {"loss"}

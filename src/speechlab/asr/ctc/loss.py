@@ -1,8 +1,6 @@
-"""CTC losses.
+"""The graph loss of the CTC-topologies paper (plain CTC, used by other families too, is
+:func:`speechlab.nn.ctc.ctc_loss`).
 
-* :func:`ctc_loss` is the plain CTC objective used as an auxiliary loss (the RNN-T encoder's,
-  and wav2vec 2.0 fine-tuning's): a batch mean of per-utterance negative log-likelihoods over
-  logits.
 * :func:`graph_loss` is the training objective of the CTC-topologies paper (Zhao et al.,
   Sec. 2.1, eqs. 1-6) for any of its eight topologies: the log-ratio of the total scores of
   the emissions composed with the numerator graph ``T o W(y)`` and with the token graph ``T``.
@@ -22,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -31,21 +28,6 @@ from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths
-
-
-def ctc_loss(logits: Tensor, logit_lens: Tensor, targets: Tensor, target_lens: Tensor,
-             blank: int = 0) -> Tensor:
-    """CTC loss, mean over the batch of per-utterance negative log-likelihoods.
-
-    logits (B,T,V) unnormalised, logit_lens (B,), targets (B,U) label ids (padding anything in
-    range), target_lens (B,). Utterances too short for their labels under CTC (which needs a
-    frame per label plus one between repeats) add zero instead of +inf: as an auxiliary loss
-    the main loss still trains on them.
-    """
-    log_probs = logits.log_softmax(-1).transpose(0, 1)  # (T,B,V)
-    nll = F.ctc_loss(log_probs, targets, logit_lens, target_lens, blank=blank,
-                     reduction="none", zero_infinity=True)
-    return nll.mean()
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from torch import Tensor, nn
 
-from speechlab.train.card import config_builder, load_trained
+from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
+from speechlab.train.card import config_builder, load_trained
 from speechlab.nn.transformer import Conv2dSubsampling, TransformerEncoder
 
 
@@ -28,35 +29,29 @@ from speechlab.nn.transformer import Conv2dSubsampling, TransformerEncoder
 class CtcModelConfig:
     """Sizes of the acoustic model; ``num_tokens`` is the topology's output count."""
 
-    num_tokens: int = 2
-    feature_dim: int = 80
+    num_tokens: int = ranged(2, ge=2, le=1_000_000,
+                             why="blank and at least one token; phone sets hold tens to hundreds")
+    feature_dim: int = ranged(80, ge=1, le=1024, why="speech features use 40-128")
     # 4: 40 ms output frames; 2: 20 ms, as wav2vec 2.0's (the paper's encoder). A T2 topology
     # needs two frames per phone, which 40 ms frames cannot give fast speech.
     subsampling: int = 4
-    channels: int = 64
-    dim: int = 192
-    layers: int = 6
-    heads: int = 4
-    ff_dim: int = 768
-    dropout: float = 0.1
+    channels: int = ranged(64, ge=1, le=4096)
+    dim: int = ranged(192, ge=1, le=8192)
+    layers: int = ranged(6, ge=1, le=100)
+    heads: int = ranged(4, ge=1, le=128)
+    ff_dim: int = ranged(768, ge=1, le=65536)
+    dropout: float = ranged(0.1, ge=0.0, lt=1.0)
     # What the outputs mean: the token topology they follow and the language of the phones
     # (recorded so that a trained model can be used on its own; "" in older checkpoints).
     topology: str = ""
     language: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("num_tokens", "feature_dim", "channels", "dim", "layers", "heads", "ff_dim"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"ctc model: {name} must be >= 1, got {getattr(self, name)}")
+        check_fields(self)
         if self.subsampling not in (2, 4):
             raise ConfigError(f"ctc model: subsampling must be 2 or 4, got {self.subsampling}")
-        if self.num_tokens < 2:
-            raise ConfigError(f"ctc model: num_tokens must count blank and at least one token, "
-                              f"got {self.num_tokens}")
         if self.dim % self.heads:
             raise ConfigError(f"ctc model: dim {self.dim} is not divisible by {self.heads} heads")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ConfigError(f"ctc model: dropout must be in [0, 1), got {self.dropout}")
 
 
 # Sizes by name; ``num_tokens`` is filled in from the topology and the phone set.

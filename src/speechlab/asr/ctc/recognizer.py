@@ -5,7 +5,7 @@ prefix beam search over its lexicon and n-gram LM (eq. 9).
 Audio -> fbank -> CMVN -> the model's per-frame token log-probabilities -> Viterbi over the
 graph at the acoustic weight tuned on the run's dev set. The model reads whole utterances, so a
 long recording is cut near every ``max_seconds`` at its quietest moment
-(:func:`speechlab.asr.transcript.split_points`) and the pieces are decoded one after another:
+(:func:`speechlab.audio.chunks.split_points`) and the pieces are decoded one after another:
 memory stays bounded. Word times come from the frames on the best path at which each word's
 label comes, to the last non-blank frame before the next word.
 
@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -30,10 +30,11 @@ from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
 from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
 from speechlab.asr.ctc.model import FAMILY, CtcModel, load
 from speechlab.asr.ctc.phones import PhoneTokenizer
-from speechlab.asr.transcript import Transcript, Word, iter_pieces
+from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.features import FbankConfig, fbank
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
+from speechlab.contract import ModelBase, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.lexicon import Lexicon
@@ -64,7 +65,7 @@ class LatticeAnalysis:
     summary: LatticeSummary
 
 
-class CtcRecognizer:
+class CtcRecognizer(ModelBase):
     """A CTC-like acoustic model with its phone tokenizer (lexicon), CMVN statistics, fbank
     settings and decoding graph. ``method``: ``viterbi`` over the graph (every topology) or
     ``prefix`` search over the lexicon with the LM (plain CTC, S1-T1, only)."""
@@ -72,6 +73,8 @@ class CtcRecognizer:
     kind = "asr"
     streaming = False
     family = FAMILY
+    title = "a CTC-topology model"
+    CAPABILITIES = frozenset({"transcribe", "lattice"})
 
     def __init__(self, model: CtcModel, tokenizer: PhoneTokenizer, cmvn: GlobalCMVN,
                  graph: DecodingGraph, *, topology: str, viterbi: ViterbiConfig = ViterbiConfig(),
@@ -97,6 +100,11 @@ class CtcRecognizer:
         self._decoder = ViterbiDecoder(graph.fst, graph.num_tokens, viterbi)
         self._lattice_graph: Any = None  # the graph as the lattice search's arrays, on first use
 
+    @property
+    def methods(self) -> tuple[str, ...]:  # type: ignore[override]
+        """Viterbi over the graph; prefix search too for plain CTC with an LM."""
+        return ("viterbi", "prefix") if self.topology == "S1-T1" and self.arpa else ("viterbi",)
+
     # -----------------------------------------------------------------------------------------
     # Recognition
 
@@ -112,13 +120,15 @@ class CtcRecognizer:
         return lp[0, : int(lens[0])].numpy()
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
-                   method: Literal["viterbi", "prefix"] = "viterbi", beam: int | None = None,
+                   method: str | None = None, beam: int | None = None,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
-        ``beam``: the Viterbi beam (cost units) or the prefix search's width; ``progress`` is
-        called with the seconds of audio done after each piece."""
+        ``method``: ``viterbi`` (default) or ``prefix``; ``beam``: the Viterbi beam (cost
+        units) or the prefix search's width; ``progress`` is called with the seconds of audio
+        done after each piece."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
+        method = method or "viterbi"
         if method not in ("viterbi", "prefix"):
             raise ConfigError(f"method {method!r}: choose viterbi or prefix")
         if method == "prefix" and (self.topology != "S1-T1" or self.arpa is None):
@@ -195,7 +205,7 @@ class CtcRecognizer:
         return " ".join(names), out
 
     def _prefix(self, lp: np.ndarray, beam: int | None) -> str:
-        from speechlab.asr.ctc.prefix_search import (LexiconTrie, PrefixSearchConfig,
+        from speechlab.search.prefix import (LexiconTrie, PrefixSearchConfig,
                                                      prefix_beam_search)
         from speechlab.text.ngram import read_arpa
 

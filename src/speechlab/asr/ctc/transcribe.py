@@ -162,7 +162,7 @@ def prefix_search_texts(utts: Sequence[Utterance], log_probs: Sequence[np.ndarra
     ``tokenizer``'s lexicon, without and with the n-gram LM of ``arpa`` (:data:`PREFIX_SEARCHES`),
     at ``acoustic_weight`` (as tuned for Viterbi). The lexicon is restricted to the LM's words,
     as L∘G is. Returns ``{search: {utterance id: words}}``."""
-    from speechlab.asr.ctc.prefix_search import (
+    from speechlab.search.prefix import (
         LexiconTrie,
         PrefixSearchConfig,
         prefix_beam_search,

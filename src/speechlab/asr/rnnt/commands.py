@@ -8,7 +8,7 @@
   Options are checked before any model or audio is loaded, and every input file before the
   first is decoded. Inputs of :data:`LONG_INPUT_SECONDS` or more show progress while decoded
   (a bar on a terminal, a log line every 15 s otherwise, with the real-time factor); the
-  real-time factor to expect is in the README.
+  real-time factor to expect is in docs/runtime.md.
 """
 
 from __future__ import annotations

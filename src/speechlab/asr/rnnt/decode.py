@@ -1,7 +1,6 @@
 """Decoding sets of utterances with a trained multi-softmax-family RNN-T, and its output ids
 as text.
 
-- :func:`text_of`: label ids -> words (union ids of the pooled models, or one language's).
 - :func:`decode_known`: the language given (or not needed): one search per utterance,
   batched per language, scored per language.
 - :func:`decode_without_language`: LID-free decoding (Sec. 4.2): every language's decoder on
@@ -19,25 +18,12 @@ from dataclasses import dataclass, field
 
 from speechlab.asr.data import Utterance, collate
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
-from speechlab.asr.rnnt.model import RNNT
+from speechlab.asr.rnnt.model import RNNT, text_of
 from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
 from speechlab.asr.rnnt.search import decode
 from speechlab.experiment.scoring import Scored, score
-from speechlab.text.graphemes import GraphemeTokenizer, join_symbols
+from speechlab.text.graphemes import GraphemeTokenizer
 from speechlab.utils import load_average
-
-
-def text_of(model: RNNT, tokens: Sequence[int], language: str | None,
-            tokenizers: Mapping[str, GraphemeTokenizer]) -> str:
-    """Label ids -> words: union ids for pooled models, local ids of ``language`` otherwise."""
-    if model.spec.union_vocab:
-        syms = []
-        for t in tokens:
-            lang, j = model.union.to_local(int(t))
-            if lang is not None:
-                syms.append(tokenizers[lang].symbols[j])
-        return join_symbols(syms)
-    return tokenizers[language].decode(tokens)
 
 
 def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],

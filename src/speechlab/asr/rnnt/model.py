@@ -16,7 +16,7 @@ Shapes: B batch, T frames, U labels, V vocabulary, L languages, D dims.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,7 +33,7 @@ from speechlab.asr.rnnt.presets import PAPER_TABLE6, PAPER_VOCAB_SIZES, get_pres
 from speechlab.train.card import config_builder, load_trained
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import lengths_to_mask
-from speechlab.text.graphemes import UnionMap
+from speechlab.text.graphemes import GraphemeTokenizer, UnionMap, join_symbols
 
 Language = str | Sequence[str] | None
 
@@ -348,3 +348,16 @@ BUILDERS = {FAMILY: config_builder(RNNTConfig, build_from_config)}
 def load(path: str | Path) -> RNNT:
     """The RNN-T trained in ``path`` (a model directory or a checkpoint), in eval mode."""
     return load_trained(path, BUILDERS)  # type: ignore[return-value]
+
+
+def text_of(model: RNNT, tokens: Sequence[int], language: str | None,
+            tokenizers: Mapping[str, GraphemeTokenizer]) -> str:
+    """Label ids -> words: union ids for pooled models, local ids of ``language`` otherwise."""
+    if model.spec.union_vocab:
+        syms = []
+        for t in tokens:
+            lang, j = model.union.to_local(int(t))
+            if lang is not None:
+                syms.append(tokenizers[lang].symbols[j])
+        return join_symbols(syms)
+    return tokenizers[language].decode(tokens)

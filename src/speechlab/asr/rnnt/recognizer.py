@@ -31,17 +31,17 @@ import numpy as np
 import torch
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
-from speechlab.asr.rnnt.decode import text_of
 from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
-from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load
+from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load, text_of
 from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
 from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.search import StreamingDecoder
-from speechlab.asr.transcript import Transcript, Word, iter_blocks, words_from_tokens
+from speechlab.audio.chunks import iter_blocks
 from speechlab.audio.features import FbankConfig, knf_options
 from speechlab.audio.io import as_samples
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
+from speechlab.contract import ModelBase, Transcript, Word, words_from_tokens
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
@@ -50,7 +50,7 @@ from speechlab.train.card import ModelCard, read_decoding
 
 #: Segment length of streams whose encoder state grows with the audio (the causal Transformer's
 #: key/value cache: 9 KB per 40 ms frame for the ``fast`` preset, 14 MB at 60 s). On 10 minutes
-#: of joined test utterances (benchmarks/rnnt_segments.py, README "Long inputs") the WER of
+#: of joined test utterances (benchmarks/rnnt_segments.py, docs/runtime.md "Long inputs") the WER of
 #: segments of 20, 60 and 120 s is the same within a point and worse at 10 s (more words cut
 #: apart), while a chunk's cost grows with its segment's cached frames: RTF 0.021, 0.025 and
 #: 0.031 (English, language given), 0.15 for one 10-minute segment. 60 s cuts a third as often
@@ -58,7 +58,7 @@ from speechlab.train.card import ModelCard, read_decoding
 SEGMENT_SECONDS = 60.0
 
 
-class RnntRecognizer:
+class RnntRecognizer(ModelBase):
     """An RNN-T of the multi-softmax family with what it needs to read audio: one grapheme
     tokenizer per language, the training CMVN statistics and fbank settings, and the search.
     ``chunk_frames``: feature frames (10 ms) the encoder takes at a time when streaming.
@@ -68,6 +68,8 @@ class RnntRecognizer:
     kind = "asr"
     streaming = True
     family = FAMILY
+    title = "a multi-softmax RNN-T"
+    methods = ("beam", "greedy")
 
     def __init__(self, model: RNNT, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN,
                  fbank: FbankConfig = FbankConfig(), search: SearchConfig = SearchConfig(),
@@ -109,26 +111,39 @@ class RnntRecognizer:
         """Whether the model can decode without being told the language (a LID head)."""
         return self.model.spec.lang_output and self.model.lid_head is not None
 
+    @property
+    def capabilities(self) -> frozenset[str]:
+        own = {"transcribe", "stream", "onnx"} | ({"early_stop"} if self.lid_free else set())
+        return frozenset(own)
+
     # -----------------------------------------------------------------------------------------
     # Recognition
 
     def stream(self, language: str | None = None, *, tau: float = math.inf,
-               s_th: float = math.inf, beam: int | None = None) -> RnntStream:
+               s_th: float = math.inf, beam: int | None = None,
+               method: str | None = None) -> RnntStream:
         """A stream for one recording (module doc). ``language``: decode that language only;
         None: the model's one language, or, for a model with a LID head, every language's
         decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
-        when their LID score is ``s_th`` below the best's."""
+        when their LID score is ``s_th`` below the best's. ``beam``, ``method``: the search's
+        (default: the model's)."""
         search = self.search if beam is None else replace(self.search, beam=beam)
+        if method is not None:
+            if method not in self.methods:
+                raise ConfigError(f"method {method!r}: this model decodes with "
+                                  f"{', '.join(self.methods)}")
+            search = replace(search, method=method)
         return RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
                           search)
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
+                   method: str | None = None,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a file path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         The same result as streaming it in any chunks; a file is read a block at a time.
         ``progress`` is called with the seconds of audio done after each block."""
-        stream = self.stream(language, tau=tau, s_th=s_th, beam=beam)
+        stream = self.stream(language, tau=tau, s_th=s_th, beam=beam, method=method)
         for offset, piece in iter_blocks(audio, sample_rate, self.sample_rate, 30.0):
             stream.accept_waveform(piece, self.sample_rate)
             if progress is not None:

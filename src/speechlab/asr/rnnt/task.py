@@ -18,7 +18,7 @@ from typing import Literal
 
 from torch import Tensor, nn
 
-from speechlab.asr.ctc.loss import ctc_loss
+from speechlab.nn.ctc import ctc_loss
 from speechlab.asr.data import Batch, Utterance, WaveAugment, collate
 from speechlab.audio.augment import AugmentPlan
 from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
@@ -202,7 +202,8 @@ class RNNTTask:
         """Dev RNN-T loss per utterance over (at most ``valid_utterances`` of) each language, in
         all (``loss``, the metric the trainer tracks) and per language (``loss_<lang>``); for a
         model with a LID head also its utterance-level accuracy (frame-averaged posteriors, as
-        LID-free decoding picks), averaged over languages (``lid_acc``)."""
+        LID-free decoding picks), per language (``lid_acc_<lang>``: a head that has collapsed
+        onto one language shows there) and averaged over languages (``lid_acc``)."""
         by_lang: dict[str, list[Utterance]] = {}
         for u in self.dev:
             by_lang.setdefault(u.language, []).append(u)
@@ -223,8 +224,9 @@ class RNNTTask:
             per_language[f"loss_{lang}"] = lang_total / len(utts)
             if self.has_lid:
                 lid_acc.append(right / len(utts))
+                per_language[f"lid_acc_{lang}"] = right / len(utts)
         result = {"loss": total / n if n else math.nan}
-        if len(per_language) > 1:
+        if len(by_lang) > 1:
             result.update(per_language)
         if lid_acc:
             result["lid_acc"] = sum(lid_acc) / len(lid_acc)

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from speechlab.errors import DataError
-from speechlab.train.checkpoint import check_weight
+from speechlab.nn.weights import load_weights as checked
 from speechlab.utils import read_json
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
@@ -280,27 +280,16 @@ def hf_config(config: Mapping[str, Any]) -> Wav2Vec2Config:
 
 def load_weights(model: nn.Module, weights: Mapping[str, Tensor], source: object,
                  optional: tuple[str, ...] = OPTIONAL) -> None:
-    """Copy renamed ``weights`` into ``model``: every shape must match (the error names the
-    tensor), every model parameter must be given unless it starts with ``optional``."""
-    own = model.state_dict()
-    for key, value in weights.items():
-        if key not in own:
-            raise DataError(f"{source}: tensor {key!r} has no place in the model")
-        if tuple(own[key].shape) != tuple(value.shape):
-            raise DataError(f"{source}: tensor {key!r} has shape {tuple(value.shape)}, the model "
-                            f"expects {tuple(own[key].shape)}: the checkpoint and its config "
-                            "disagree")
-        check_weight(key, value, own[key], source)
-    # A CTC model holds the pre-training model as ``encoder``: its heads are optional there too.
+    """Copy renamed ``weights`` into ``model`` (:func:`speechlab.nn.weights.load_weights`):
+    every shape must match, every model parameter must be given unless it starts with
+    ``optional`` (the pre-training heads, also inside a CTC model's ``encoder``)."""
     optional = optional + tuple("encoder." + p for p in optional)
-    missing = [k for k in own if k not in weights and not k.startswith(optional)]
-    if missing:
-        raise DataError(f"{source}: {len(missing)} tensor(s) missing, e.g. {missing[:3]}")
-    skipped = [k for k in own if k not in weights]
+    skipped = [k for k in model.state_dict() if k not in weights]
+    checked(model, weights, source, optional=optional,
+            hint=": the checkpoint and its config disagree")
     if skipped:
         log.info("%s: no pre-training heads in the checkpoint (%d tensors left at their "
                  "initial values)", source, len(skipped))
-    model.load_state_dict({**own, **{k: v.to(own[k].dtype) for k, v in weights.items()}})
 
 
 def _renamed(state: Mapping[str, Any], key_map: Callable[[str], str | None]) -> dict[str, Tensor]:

@@ -2,7 +2,7 @@
 the best label per frame, repeats merged, blanks dropped) and CTC beam search with a word
 n-gram LM at beam 50 and 1500.
 
-The beam search is the shared CTC prefix search (:mod:`speechlab.asr.ctc.prefix_search`) with
+The beam search is the shared CTC prefix search (:mod:`speechlab.search.prefix`) with
 a lexicon of character spellings: each LM word spelled in the model's labels (its first
 grapheme in its word-initial form), so a word ends exactly where the next word's first label
 arrives and the LM (:class:`ArpaWordLM`, an ARPA file from :mod:`speechlab.text.ngram`) scores
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from speechlab.asr.ctc.prefix_search import END, LexiconTrie, PrefixBeamSearch, PrefixSearchConfig
+from speechlab.search.prefix import END, LexiconTrie, PrefixBeamSearch, PrefixSearchConfig
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError, DataError
 from speechlab.metrics import wer

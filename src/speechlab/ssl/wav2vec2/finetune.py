@@ -77,7 +77,7 @@ class FinetuneTask:
         return keep
 
     def _nll(self, model: nn.Module, batch: FeatureBatch, train: bool) -> Tensor:
-        from speechlab.asr.ctc.loss import ctc_loss
+        from speechlab.nn.ctc import ctc_loss
 
         c = self.cfg
         feats, mask = batch.feats, None

@@ -23,13 +23,14 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from speechlab.asr.transcript import Transcript, Word, iter_pieces
+from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.io import as_samples
+from speechlab.contract import ModelBase, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.ssl.wav2vec2.model import CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
@@ -139,12 +140,14 @@ def _clean_up(text: str) -> str:
     return text
 
 
-class Wav2Vec2Encoder:
+class Wav2Vec2Encoder(ModelBase):
     """A pre-trained wav2vec 2.0 (or the encoder of a CTC model): what ``speechlab diagnose
     attention`` reads."""
 
     kind = "ssl"
-    streaming = False
+    family = FAMILY
+    title = "a wav2vec 2.0 encoder"
+    CAPABILITIES = frozenset({"attention"})
     languages: tuple[str, ...] = ()
 
     def __init__(self, model: Wav2Vec2, *, normalize: bool = False) -> None:
@@ -167,14 +170,23 @@ class Wav2Vec2Encoder:
                      ) -> Wav2Vec2Encoder:
         return cls(model, normalize=bool(card.data.get("normalize", False)))
 
+    @classmethod
+    def from_run(cls, model_dir: str | Path) -> Wav2Vec2Encoder:
+        """The pre-trained model of a reproduction (``OUT/models/NAME``)."""
+        from speechlab.ssl.wav2vec2.model import load as load_w2v
 
-class Wav2Vec2Recognizer:
+        return cls(load_w2v(model_dir))
+
+
+class Wav2Vec2Recognizer(ModelBase):
     """A wav2vec 2.0 CTC model with its labels; optionally a word n-gram LM (ARPA) for the CTC
     beam search (speechlab grapheme labels only) at ``lm_weight`` and ``beam``."""
 
     kind = "asr"
     streaming = False
     family = CTC_FAMILY
+    title = "a wav2vec 2.0 CTC model"
+    CAPABILITIES = frozenset({"transcribe", "attention"})
 
     def __init__(self, model: Wav2Vec2CTC, labels: CtcLabels, *, normalize: bool = False,
                  language: str = "en", arpa: Path | None = None, lm_weight: float = 0.5,
@@ -194,7 +206,17 @@ class Wav2Vec2Recognizer:
         self.tokenizer = tokenizer
         self.sample_rate = SAMPLE_RATE
         self.frame_seconds = float(np.prod(model.encoder.config.conv_strides)) / SAMPLE_RATE
-        self.encoder = Wav2Vec2Encoder(model.encoder, normalize=normalize)
+        self._encoder = Wav2Vec2Encoder(model.encoder, normalize=normalize)
+
+    @property
+    def encoder(self) -> Wav2Vec2Encoder:  # type: ignore[override]
+        """The wav2vec 2.0 encoder inside (what the attention diagnosis reads)."""
+        return self._encoder
+
+    @property
+    def methods(self) -> tuple[str, ...]:  # type: ignore[override]
+        """Greedy CTC; a beam search with the word LM too when the model has one."""
+        return ("greedy", "lm") if self.arpa and self.tokenizer else ("greedy",)
 
     def log_probs(self, samples: np.ndarray) -> np.ndarray:
         """(T, V) CTC log-probabilities of one piece of 16 kHz audio."""
@@ -206,13 +228,14 @@ class Wav2Vec2Recognizer:
         return lp[0].numpy()
 
     def transcribe(self, audio: Any, sample_rate: int = SAMPLE_RATE, language: str | None = None,
-                   *, method: Literal["greedy", "lm"] = "greedy", beam: int | None = None,
+                   *, method: str | None = None, beam: int | None = None,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`:
-        ``greedy`` CTC (with word times) or ``lm`` beam search with the model's n-gram LM;
-        ``progress`` is called with the seconds of audio done after each piece."""
+        ``greedy`` CTC (default, with word times) or ``lm`` beam search with the model's
+        n-gram LM; ``progress`` is called with the seconds of audio done after each piece."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
+        method = method or "greedy"
         if method not in ("greedy", "lm"):
             raise ConfigError(f"method {method!r}: choose greedy or lm")
         if method == "lm" and (self.arpa is None or self.tokenizer is None):

@@ -46,7 +46,7 @@ from typing import Protocol
 
 import numpy as np
 
-from speechlab.asr.ctc import _prefix_numba as K
+from speechlab.search import _prefix_numba as K
 from speechlab.errors import ConfigError, DataError
 from speechlab.search import Beam, Hypothesis, merge_logadd
 

@@ -11,7 +11,7 @@ import pytest
 
 from speechlab.asr.ctc import lattice as L
 from speechlab.asr.ctc import lattice_metrics as M
-from speechlab.asr.ctc.prefix_search import (
+from speechlab.search.prefix import (
     END,
     LexiconTrie,
     PrefixBeamSearch,

@@ -1,0 +1,339 @@
+"""What every loaded model is, whatever its family: the contract ``speechlab.load`` returns.
+
+One contract per kind of model (``kind``):
+
+- ``asr`` -> :class:`Recognizer`: ``transcribe(audio, sample_rate, language, **options)`` gives
+  a :class:`Transcript`; a streaming recognizer also gives a :class:`Stream` (``stream()``:
+  ``accept_waveform``, ``partial``, ``active``, ``lid``, ``finish``), sherpa-onnx's one stream
+  API;
+- ``tts`` -> :class:`Synthesizer`: ``synthesize(text=..., labels=...)`` gives :class:`Speech`;
+- ``ssl`` -> :class:`Encoder`: a wav2vec 2.0 encoder to diagnose (``waveform``, ``model``).
+
+Every model also says what it is and can do (:class:`Model`): ``family`` (the name its card
+carries), ``title`` (how a message names it), ``languages``, ``sample_rate``, ``backend``
+(``torch`` or ``onnx``) and ``capabilities``, a set of :data:`CAPABILITIES` that the CLI and the
+server read instead of asking for attributes or classes: ``transcribe``, ``stream``,
+``early_stop`` (decoders switched off by the LID head), ``lattice`` (the topology panel),
+``attention`` (an :class:`Encoder` to diagnose: ``encoder``), ``synthesize``, ``onnx`` (runs
+on onnxruntime: ``onnx()``, ``to_onnx_package()``). :class:`ModelBase` gives a family's class
+the defaults for what it does not offer (each refuses with one clear error).
+
+The families implement these (:mod:`speechlab.asr.rnnt.recognizer`,
+:mod:`speechlab.asr.ctc.recognizer`, :mod:`speechlab.ssl.wav2vec2.recognizer`,
+:mod:`speechlab.tts.synthesis`); the type checker holds each of them to its protocol
+(``make typecheck``, ``tests/test_contract.py``). :func:`as_recognizer`,
+:func:`as_synthesizer` and :func:`as_encoder` narrow a loaded model to its kind with one error
+for the wrong kind.
+
+Also here, shared by the recognizers: :class:`Word`, :class:`Transcript` and
+:func:`words_from_tokens`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import numpy as np
+
+from speechlab.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    import torch
+
+    from speechlab.package import PackageCard
+
+#: What a model can be asked for (:attr:`Model.capabilities`).
+CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
+                "onnx")
+KINDS = ("asr", "tts", "ssl")
+#: A package's parts as a model writes them: its card, its weights (None for ONNX graphs, which
+#: hold them) and its side files by name.
+PackageParts = tuple["PackageCard", "dict[str, torch.Tensor] | None", dict[str, Any]]
+Progress = Callable[[float], None]
+
+
+# ---------------------------------------------------------------------------------------------
+# What recognition gives back
+
+
+@dataclass(frozen=True)
+class Word:
+    """One recognized word and when it was spoken (seconds from the start of the audio)."""
+
+    word: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One recording recognized.
+
+    ``language``: the language of the text (given, the model's only one, or the one its LID
+    head picked); ``lid``: the LID head's posterior per language (None for models without
+    one); ``words``: words with times where the model's alignment gives them (None where it
+    does not).
+    """
+
+    text: str
+    language: str | None = None
+    lid: dict[str, float] | None = None
+    words: tuple[Word, ...] | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self, file: str | None = None) -> dict[str, Any]:
+        """The JSON object of ``speechlab transcribe --json`` (and of the server)."""
+        out: dict[str, Any] = {} if file is None else {"file": file}
+        out.update(text=self.text, language=self.language,
+                   lid=None if self.lid is None else {k: round(float(v), 6)
+                                                      for k, v in self.lid.items()},
+                   words=None if self.words is None else [
+                       {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
+                       for w in self.words])
+        return out
+
+
+def words_from_tokens(symbols: Sequence[str], frames: Sequence[int], frame_seconds: float, *,
+                      starts_word: Callable[[str], bool], strip: Callable[[str], str] | None = None,
+                      end_frames: Sequence[int] | None = None) -> tuple[Word, ...]:
+    """Words from emitted symbols and the frame each was emitted on.
+
+    ``starts_word(symbol)`` says whether a symbol begins a new word (a ``B_`` grapheme, a
+    space's successor, ...); ``strip(symbol)`` gives the symbol's written form (default: the
+    symbol; an empty string for a word-boundary symbol such as ``|``). A word lasts from its
+    first symbol's frame to the end of its last symbol's frame (``end_frames`` where the
+    alignment knows them, else the next frame).
+    """
+    written = strip or (lambda s: s)
+    words: list[Word] = []
+    text, start, end = "", 0, 0
+    for i, (sym, frame) in enumerate(zip(symbols, frames)):
+        last = end_frames[i] if end_frames is not None else frame + 1
+        if starts_word(sym) or not text:
+            if text:
+                words.append(Word(text, start * frame_seconds, end * frame_seconds))
+            text, start = "", frame
+        text += written(sym)
+        end = last
+        if not text:  # a boundary symbol alone starts nothing
+            start = last
+    if text:
+        words.append(Word(text, start * frame_seconds, end * frame_seconds))
+    return tuple(words)
+
+
+# ---------------------------------------------------------------------------------------------
+# The contracts
+
+
+class Model(Protocol):
+    """What every loaded model says of itself and offers whatever its kind."""
+
+    @property
+    def kind(self) -> str: ...            # "asr", "tts" or "ssl"
+    @property
+    def family(self) -> str: ...          # the family name its card and checkpoints carry
+    @property
+    def title(self) -> str: ...           # how a message names it: "a CTC-topology model"
+    @property
+    def languages(self) -> tuple[str, ...]: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def backend(self) -> str: ...         # "torch" or "onnx"
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+    def to_package(self) -> PackageParts:
+        """The package's parts (:mod:`speechlab.package`) with PyTorch weights."""
+        ...
+
+    def to_onnx_package(self) -> PackageParts:
+        """The package's parts with the networks as ONNX graphs ("onnx" capability)."""
+        ...
+
+    def onnx(self, threads: int = 1) -> Model:
+        """The same model run by onnxruntime ("onnx" capability)."""
+        ...
+
+
+class Stream(Protocol):
+    """Live recognition: samples in as they arrive, the partial text after each piece."""
+
+    def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None: ...
+
+    @property
+    def partial(self) -> str: ...
+
+    @property
+    def active(self) -> tuple[str, ...]: ...   # the languages still decoded
+
+    @property
+    def lid(self) -> dict[str, float] | None: ...
+
+    def finish(self) -> Transcript: ...
+
+
+class Encoder(Model, Protocol):
+    """A wav2vec 2.0 encoder to diagnose: its network and its input for some audio."""
+
+    @property
+    def model(self) -> Any: ...
+
+    def waveform(self, audio: Any, sample_rate: int = 16000) -> torch.Tensor: ...
+
+
+class Recognizer(Model, Protocol):
+    """A speech recognizer (``kind == "asr"``)."""
+
+    @property
+    def streaming(self) -> bool: ...
+    @property
+    def methods(self) -> tuple[str, ...]: ...   # what transcribe's ``method`` takes, default first
+
+    def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None,
+                   *, method: str | None = None, beam: int | None = None,
+                   progress: Progress | None = None) -> Transcript:
+        """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`:
+        in ``language`` (None: the model's, or its LID head's pick), searched by ``method``
+        (one of :attr:`methods`; None: the first) with ``beam`` (None: the model's);
+        ``progress`` is called with the seconds of audio done. A family may take more
+        keywords (the RNN-T's early stopping, ``tau`` and ``s_th``)."""
+        ...
+
+    def stream(self, language: str | None = None, *, method: str | None = None,
+               beam: int | None = None, tau: float = math.inf,
+               s_th: float = math.inf) -> Stream:
+        """A live stream ("stream" capability); ``tau`` and ``s_th`` switch decoders off early
+        ("early_stop" capability)."""
+        ...
+
+    @property
+    def encoder(self) -> Encoder:
+        """The wav2vec 2.0 encoder inside ("attention" capability)."""
+        ...
+
+
+class Speech(Protocol):
+    """What synthesis gives: a waveform at a sample rate."""
+
+    @property
+    def waveform(self) -> np.ndarray: ...
+    @property
+    def sample_rate(self) -> int: ...
+
+
+class Synthesizer(Model, Protocol):
+    """A speech synthesizer (``kind == "tts"``)."""
+
+    def synthesize(self, text: str | None = None, labels: Any = None, *,
+                   window: int | None | str = "model") -> Speech:
+        """Speech for ``text`` or phone-aligned ``labels``; ``window`` (frames of attention,
+        None: the whole utterance) as the model was trained by default."""
+        ...
+
+
+class ModelBase:
+    """The defaults of :class:`Model` for what a family's class does not offer; each refuses
+    with one error naming the model. A class sets ``kind``, ``family``, ``title`` and
+    ``CAPABILITIES`` (or overrides :attr:`capabilities`)."""
+
+    kind: str
+    family: str
+    title: str
+    CAPABILITIES: frozenset[str] = frozenset()
+    streaming: bool = False
+    methods: tuple[str, ...] = ()
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.CAPABILITIES
+
+    @property
+    def backend(self) -> str:
+        return "torch"
+
+    def to_onnx_package(self) -> PackageParts:
+        raise ConfigError(f"{self.title} does not export to ONNX")
+
+    def onnx(self, threads: int = 1) -> Model:
+        raise ConfigError(f"{self.title} does not run on onnxruntime")
+
+    def stream(self, language: str | None = None, *, method: str | None = None,
+               beam: int | None = None, tau: float = math.inf,
+               s_th: float = math.inf) -> Stream:
+        raise ConfigError(f"{self.title} reads whole recordings and does not stream")
+
+    @property
+    def encoder(self) -> Encoder:
+        raise ConfigError(f"{self.title} has no wav2vec 2.0 encoder to diagnose")
+
+
+def recognition_options(model: Recognizer, *, language: str | None = None,
+                        method: str | None = None, beam: int | None = None,
+                        tau: float | str | None = None, s_th: float | str | None = None,
+                        name: str = "this model", flag: str = "") -> dict[str, Any]:
+    """The keywords of ``model.transcribe`` / ``model.stream`` a request asks for (None: not
+    given), each checked against the model: ``language`` one it knows, ``method`` one of its
+    :attr:`~Recognizer.methods`, ``beam`` >= 1, ``tau`` / ``s_th`` numbers >= 0 or ``inf`` (text
+    from a query string is parsed) for a model with the "early_stop" capability. The CLI
+    (``flag="--"``) and the server share it; ``name`` says which model in the errors. Returns
+    ``{"language": ..., **options}``."""
+    if language is not None and language not in model.languages:
+        raise ConfigError(f"{flag}language {language!r}: {name} knows "
+                          f"{', '.join(model.languages)}")
+    opts: dict[str, Any] = {"language": language}
+    if beam is not None:
+        if beam < 1:
+            raise ConfigError(f"{flag}beam must be >= 1, got {beam}")
+        opts["beam"] = beam
+    if method is not None:
+        if method not in model.methods:
+            raise ConfigError(f"{flag}method {method!r}: {name} decodes with "
+                              f"{', '.join(model.methods)}")
+        opts["method"] = method
+    for key, given in (("tau", tau), ("s_th", s_th)):
+        option = flag + (key.replace("_", "-") if flag else key)
+        if given is None or given == "":
+            continue
+        try:
+            value = float(given)
+        except ValueError:
+            raise ConfigError(f"{option} must be a number >= 0 (or inf), got {given!r}") from None
+        if not value >= 0:  # NaN too
+            raise ConfigError(f"{option} must be a number >= 0 (or inf), got {given!r}")
+        if value == math.inf:
+            continue
+        if "early_stop" not in model.capabilities:
+            raise ConfigError(f"{option}: early stopping is for the streaming multi-softmax "
+                              f"models with a LID head; {name} is not one")
+        opts[key] = value
+    return opts
+
+
+def _narrow(model: Model, kind: str, what: str, source: object) -> Any:
+    if model.kind != kind:
+        raise DataError(f"{source}: {model.title} ({model.kind}), not {what}")
+    return model
+
+
+def as_recognizer(model: Model, source: object = "the model") -> Recognizer:
+    """``model`` as a :class:`Recognizer`; DataError naming what it is otherwise."""
+    return cast(Recognizer, _narrow(model, "asr", "a speech recognizer", source))
+
+
+def as_synthesizer(model: Model, source: object = "the model") -> Synthesizer:
+    """``model`` as a :class:`Synthesizer`; DataError naming what it is otherwise."""
+    return cast(Synthesizer, _narrow(model, "tts", "a speech synthesizer", source))
+
+
+def as_encoder(model: Model, source: object = "the model") -> Encoder:
+    """The wav2vec 2.0 encoder of ``model`` (itself, or a recognizer's with "attention")."""
+    if model.kind == "ssl":
+        return cast(Encoder, model)
+    if "attention" in model.capabilities:
+        return as_recognizer(model, source).encoder
+    raise DataError(f"{source}: {model.title} has no wav2vec 2.0 encoder to diagnose")
