@@ -30,7 +30,7 @@ def package_decodes_as_run(model_dir: Path, package: Path, cuts: Path, hyps_file
 
     speechlab.export(model_dir, package)
     models = [speechlab.load(package)]
-    if hasattr(models[0], "to_onnx_package"):
+    if "onnx" in models[0].capabilities:
         onnx = speechlab.export(model_dir, package.with_name(f"{package.name}-onnx"),
                                 format="onnx")
         models.append(speechlab.load(onnx))
