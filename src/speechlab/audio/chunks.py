@@ -51,8 +51,8 @@ def iter_pieces(audio: Any, sample_rate: int, target_rate: int, max_seconds: flo
                 *, what: str = "audio") -> Any:
     """``(offset seconds, mono float32 samples at target_rate)`` pieces of ``audio`` (a path,
     or samples at ``sample_rate``), each at most ``max_seconds``, cut at the quietest moment
-    before the limit (:func:`split_points`). A file is read block by block, so a recording of
-    any length never sits in memory whole."""
+    before the limit (:func:`split_points`). A file is read by :func:`iter_blocks`, block by
+    block, so a recording of any length never sits in memory whole."""
     from speechlab.audio.io import as_samples
 
     if not (isinstance(audio, (str, bytes)) or hasattr(audio, "__fspath__")):
@@ -61,32 +61,22 @@ def iter_pieces(audio: Any, sample_rate: int, target_rate: int, max_seconds: flo
         for a, b in zip(cuts[:-1], cuts[1:]):
             yield a / target_rate, samples[a:b]
         return
-    import soundfile as sf
-
-    from speechlab.audio.io import audio_info, resample
-
-    info = audio_info(audio)
-    block = int(max_seconds * info.sample_rate)
+    # A file: the blocks a stream would be fed, carried over and cut at quiet moments.
     carry = np.zeros(0, np.float32)
     done = 0  # samples (at target_rate) already yielded
-    with sf.SoundFile(str(audio)) as f:
-        while True:
-            raw = f.read(block, dtype="float32", always_2d=True)
-            last = len(raw) < block
-            if len(raw):
-                x = raw.mean(axis=1) if raw.shape[1] > 1 else raw[:, 0]
-                as_samples(x, info.sample_rate, info.sample_rate, what=str(audio))  # finite?
-                carry = np.concatenate([carry, resample(x, info.sample_rate, target_rate)])
-            limit = int(max_seconds * target_rate)
-            while len(carry) > limit or (last and len(carry)):
-                cut = (split_points(carry, target_rate, max_seconds) or [len(carry)])[0]
-                if not last and cut == len(carry):
-                    break
-                yield done / target_rate, carry[:cut]
-                done += cut
-                carry = carry[cut:]
-            if last:
-                return
+    limit = int(max_seconds * target_rate)
+    for _, x in iter_blocks(audio, sample_rate, target_rate, max_seconds):
+        carry = np.concatenate([carry, x])
+        while len(carry) > limit:
+            cut = split_points(carry, target_rate, max_seconds)[0]
+            yield done / target_rate, carry[:cut]
+            done += cut
+            carry = carry[cut:]
+    while len(carry):
+        cut = (split_points(carry, target_rate, max_seconds) or [len(carry)])[0]
+        yield done / target_rate, carry[:cut]
+        done += cut
+        carry = carry[cut:]
 
 
 def iter_blocks(audio: Any, sample_rate: int, target_rate: int, seconds: float) -> Any:
