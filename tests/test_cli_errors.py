@@ -294,6 +294,14 @@ CASES: list[Case] = [
                                         "--out", str(e / "f")], "cut 'nan-cut'", _nan_cuts),
     Case("decode-nan-wav", lambda e: _decode(e, wav="nan.wav"), "nan.wav: 100 non-finite",
          lambda e: (_decode_setup(e), nonfinite_wav(e / "nan.wav"))),
+    # float samples of 1e30 overflow the features into NaN: refused like NaN, with the scale
+    Case("decode-huge-samples-wav", lambda e: _decode(e, wav="huge.wav"),
+         "huge.wav: samples reach 1e+30 in magnitude; audio as floats lies within [-1, 1]",
+         lambda e: (_decode_setup(e), nonfinite_wav(e / "huge.wav", value=1e30))),
+    Case("import-kaldi-huge-wav", lambda e: ["data", "import-kaldi", str(e / "kaldi"), "--out",
+                                             str(e / "c")],
+         "huge.wav (utterance 'u1'): samples reach 1e+30 in magnitude",
+         lambda e: e.kaldi(wavs={"u1": str(nonfinite_wav(e / "huge.wav", value=1e30))})),
     # --- no command replaces or half-writes data
     Case("import-over-existing-split", lambda e: ["data", "import-kaldi", str(e / "kaldi"),
                                                   "--out", str(e / "corpus"), "--split", "train"],
@@ -687,6 +695,11 @@ CASES += [
     Case("synth-labels-not-utf8", lambda e: _synth(e, "bad.lab"),
          "{d}/bad.lab: a label file must be UTF-8 text",
          _salad_model(lambda m: (m.parent / "bad.lab").write_bytes(b"\xff\xfe0 1 x"))),
+    # bytes that are not UTF-8 on the command line reach Python as lone surrogates
+    Case("synth-text-not-utf8", lambda e: ["synth", str(e / "m"), "--text", "caf\udce9 ole",
+                                           "--out", str(e / "x.wav")],
+         "the text is not valid Unicode at character 4 ('\\udce9'); give UTF-8 text",
+         _salad_model(lambda m: None)),
     # --- recipes and corpora are checked whole before any work (no model trained, no
     # feature computed for a run that must fail)
     Case("topologies-no-acoustic-weights", lambda e: ["reproduce", "topologies", "--scale", "ci",

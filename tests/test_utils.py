@@ -121,3 +121,23 @@ def test_atomic_path_writes_through_links_and_into_pipes(tmp_path):
     atomic_write_text(fifo, "streamed")
     reader.join(timeout=10)
     assert got == ["streamed"] and fifo.exists() and not fifo.is_file()
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_a_package_is_written_with_the_users_umask(tmp_path, mask):
+    """An exported package is shared on a lab disk: its directory and files get the modes a
+    plain mkdir and open give under the user's umask, not the temporary directory's 0700."""
+    import torch
+
+    from speechlab.package import PackageCard, write_package
+
+    card = PackageCard("toy", "asr", {"threshold_db": -40.0}, ("en",), files={"lm": "lm.arpa"})
+    old = os.umask(mask)
+    try:
+        out = write_package(tmp_path / "pkg", card, {"gain": torch.ones(1)},
+                            {"lm.arpa": b"\\data\\\n"})
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+    for f in out.iterdir():
+        assert f.stat().st_mode & 0o777 == 0o666 & ~mask, f.name

@@ -24,6 +24,7 @@ killed export leaves nothing half-written, and an existing ``PKG`` is replaced o
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from typing import Any
 import torch
 
 from speechlab.errors import DataError
-from speechlab.utils import make_temp_dir
+from speechlab.utils import current_umask, make_temp_dir
 
 CARD_NAME = "speechlab.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -127,6 +128,11 @@ def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torc
                 shutil.copyfile(src, tmp / name)
         (tmp / CARD_NAME).write_text(json.dumps(card.to_json(), indent=1, ensure_ascii=False)
                                      + "\n", encoding="utf-8")
+        # safetensors writes 0600; a package is shared, so every file gets the mode a plain
+        # open() gives under the user's umask (and the directory a plain mkdir's).
+        mode = 0o666 & ~current_umask()
+        for f in tmp.iterdir():
+            os.chmod(f, mode)
         move_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

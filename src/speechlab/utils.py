@@ -149,7 +149,11 @@ def make_temp_dir(parent: str | Path, prefix: str) -> Path:
         m = re.fullmatch(rf"\.{re.escape(prefix)}-(\d+)-[^-]*\.tmp", d.name)
         if m is not None and d.is_dir() and not _alive(int(m.group(1))):
             shutil.rmtree(d, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f".{prefix}-{os.getpid()}-", suffix=".tmp", dir=parent))
+    made = Path(tempfile.mkdtemp(prefix=f".{prefix}-{os.getpid()}-", suffix=".tmp", dir=parent))
+    # mkdtemp creates 0700; once renamed into place (a package, a corpus split) the directory
+    # must have the mode a plain mkdir gives (0777 minus umask), readable by a lab's group.
+    os.chmod(made, 0o777 & ~current_umask())
+    return made
 
 
 def _alive(pid: int) -> bool:

@@ -84,7 +84,8 @@ def test_malformed_frames_get_errors_and_the_stream_goes_on(server):
     ws = ws_connect(server, "/ws/asr?model=tones")
     half = len(audio) // 2
     ws.send(audio[:half].astype("<f4").tobytes())
-    for bad in (b"abc", b"", np.array([np.nan, 1], "<f4").tobytes(), "hello", "{}"):
+    for bad in (b"abc", b"", np.array([np.nan, 1], "<f4").tobytes(), "hello", "{}",
+                np.array([1e30, -1e30], "<f4").tobytes()):
         ws.send(bad)
     ws.send(audio[half:].astype("<f4").tobytes())
     ws.send("done")
@@ -94,6 +95,7 @@ def test_malformed_frames_get_errors_and_the_stream_goes_on(server):
     assert any("multiple of 4 bytes" in e for e in errors)
     assert any("empty audio frame" in e for e in errors)
     assert any("NaN" in e for e in errors)
+    assert any("samples reach 1e+30 in magnitude" in e for e in errors)
     assert any("unknown text frame 'hello'" in e for e in errors)
     assert got[-1]["type"] == "final" and got[-1]["text"] == "the fox" and code == 1000
     # a model that is not there, or not a recognizer: an error, and the socket closes

@@ -27,6 +27,9 @@ from speechlab.errors import DataError, where
 
 # Samples a manifest's length may differ from the file by (rounding of durations in seconds).
 SAMPLE_TOLERANCE = 1
+#: The largest sample magnitude accepted (:func:`check_finite`): float audio lies within
+#: [-1, 1]; a little beyond is clipping headroom, hundreds are a scaling mistake.
+MAX_PEAK = 256.0
 # WAV writers that stream (pipes) put a placeholder size in the data chunk; not a truncation.
 _STREAMING_SIZES = (0, 0xFFFFFFFF)
 _STREAMING_MIN = 0x7FFFF000
@@ -102,13 +105,21 @@ def audio_info(path: str | Path, *, utt: str | None = None) -> AudioInfo:
 
 
 def check_finite(samples: np.ndarray, loc: str, sample_rate: int | None = None) -> None:
-    """DataError naming ``loc`` if ``samples`` hold NaN or inf (no feature survives them)."""
+    """DataError naming ``loc`` if ``samples`` hold NaN or inf (no feature survives them), or
+    reach beyond :data:`MAX_PEAK` in magnitude (float audio lies within [-1, 1]; samples of
+    1e30 overflow the features into NaN, and int16 values passed as floats are 32768x too
+    loud): refused, not normalised, so a caller learns that its audio is wrongly scaled."""
     bad = ~np.isfinite(samples)
     if bad.any():
         first = int(np.flatnonzero(bad.reshape(len(samples), -1).any(axis=1))[0])
         at = f" (at {first / sample_rate:.3f} s)" if sample_rate else ""
         raise DataError(f"{loc}: {int(bad.sum())} non-finite sample value(s) (NaN or inf), the "
                         f"first at sample {first}{at}; re-create the audio or drop it")
+    peak = float(np.abs(samples).max()) if samples.size else 0.0
+    if peak > MAX_PEAK:
+        raise DataError(f"{loc}: samples reach {peak:.3g} in magnitude; audio as floats lies "
+                        f"within [-1, 1] (at most {MAX_PEAK:g} is accepted): scale it (int16 "
+                        "values as floats: divide by 32768)")
 
 
 def _check_file_finite(path: Path, info: AudioInfo, loc: str) -> None:
@@ -117,7 +128,7 @@ def _check_file_finite(path: Path, info: AudioInfo, loc: str) -> None:
     try:
         # Block by block: a long recording need not be held in memory to be checked.
         for block in sf.blocks(str(path), blocksize=1 << 16, dtype="float32", always_2d=True):
-            if not np.isfinite(block).all():
+            if not np.isfinite(block).all() or np.abs(block).max() > MAX_PEAK:
                 # Once more over the whole file, for the count and the first bad position.
                 audio, _ = sf.read(str(path), dtype="float32", always_2d=True)
                 check_finite(audio, loc, info.sample_rate)

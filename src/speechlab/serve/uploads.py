@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from speechlab.audio.io import check_finite
 from speechlab.errors import DataError
 
 
@@ -116,7 +117,6 @@ def pcm_frame(data: bytes) -> np.ndarray:
     if len(data) % 4:
         raise DataError(f"an audio frame of {len(data)} bytes: frames are float32 samples "
                         "(a multiple of 4 bytes)")
-    samples = np.frombuffer(data, dtype="<f4")
-    if not np.isfinite(samples).all():
-        raise DataError("an audio frame holds NaN or infinite samples")
-    return samples.astype(np.float32)
+    samples = np.frombuffer(data, dtype="<f4").astype(np.float32)
+    check_finite(samples, "an audio frame")  # NaN, inf, or far beyond [-1, 1]
+    return samples

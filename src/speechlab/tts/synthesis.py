@@ -250,6 +250,11 @@ def labels_of_text(text: str) -> Labels:
 
     if not text.strip():
         raise DataError("synthesize: the text is empty")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8 (argv, JSON)
+        raise DataError(f"synthesize: the text is not valid Unicode at character {e.start + 1} "
+                        f"({text[e.start]!r}); give UTF-8 text") from None
     with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
         _, lines = festival_synthesize([("text", text)], Path(tmp))["text"]
     return parse_labels(lines, "festival's labels of the text")
