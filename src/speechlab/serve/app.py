@@ -22,8 +22,16 @@ and, for the page's panels:
 - ``POST /api/lattice?model=NAME``, body a WAV: Viterbi words, the lattice's best hypotheses
   with their BHP (:func:`.panels.lattice_view`).
 
-Errors are JSON ``{"error": message}``: 400 bad input, 404 unknown model or path, 403 a request
-from another site, 413 too large, 503 busy. Nothing a client sends names a file on the server,
+Errors are JSON ``{"error": message}``: 400 bad input, 401 a missing or wrong token, 404 unknown
+model or path, 403 a request naming a host not allowed or from another site's page, 413 too
+large, 503 busy.
+
+Who may ask (:class:`Access`): the Host header must name one of the allowed host names (by
+default the loopback names; ``speechlab serve --allowed-hosts``), so a DNS-rebinding page
+cannot reach the server under a name of its own; a browser's Origin, when sent, must name one
+of them too (not merely match Host, which such a page controls); and with a token
+(``--token`` / ``SPEECHLAB_TOKEN``) every request carries it: ``Authorization: Bearer TOKEN``,
+``?token=TOKEN``, or the cookie that ``GET /?token=TOKEN`` sets for the page. Nothing a client sends names a file on the server,
 and nothing is unpickled: models are loaded before the server starts.
 """
 
@@ -34,6 +42,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -56,28 +65,71 @@ log = logging.getLogger(__name__)
 STATIC = Path(__file__).resolve().parent / "static"
 #: Largest JSON body (the text to synthesize and its quoting).
 MAX_JSON_BYTES = 1 << 20
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+TOKEN_COOKIE = "speechlab_token"
 
 
 class Forbidden(Exception):
     """A request another site's page made (HTTP 403)."""
 
 
-def _same_site(headers: Any) -> bool:
-    """Whether a request comes from this server's own page (or from no page at all: scripts
-    send no Origin). Stops other sites' pages in the user's browser from using the models."""
-    origin = headers.get("origin")
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc == headers.get("host")
+@dataclass(frozen=True)
+class Access:
+    """Who may use the server: the host names requests may address it by (Host and Origin),
+    and an optional shared token."""
+
+    hosts: frozenset[str] = frozenset(LOOPBACK_HOSTS)
+    token: str | None = None
+
+    @classmethod
+    def of(cls, hosts: Any = LOOPBACK_HOSTS, token: str | None = None) -> Access:
+        return cls(frozenset(h.strip().strip("[]").lower() for h in hosts if h.strip()),
+                   token or None)
+
+    def allows_host(self, host: str) -> bool:
+        """Whether a ``Host`` header (``name[:port]``) names an allowed host."""
+        name = urlsplit("//" + host).hostname if host else None
+        return name is not None and name.lower() in self.hosts
+
+    def allows_origin(self, origin: str | None) -> bool:
+        """Whether a browser's ``Origin`` is an allowed host's page (no Origin: a script)."""
+        if origin is None:
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and (parts.hostname or "").lower() in self.hosts
+
+    def token_of(self, headers: dict[str, str], query: str) -> str | None:
+        """The token a request carries (header, query or cookie), if any."""
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip()
+        from urllib.parse import parse_qs
+
+        given = parse_qs(query).get("token")
+        if given:
+            return given[0]
+        from http.cookies import SimpleCookie
+
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie header carries no token
+            return None
+        return cookie[TOKEN_COOKIE].value if TOKEN_COOKIE in cookie else None
+
+    def allows_token(self, given: str | None) -> bool:
+        if self.token is None:
+            return True
+        import hmac
+
+        return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
 
 def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *,
-               loopback: bool = True) -> Starlette:
+               access: Access = Access()) -> Starlette:
     """The app serving ``models`` (name -> anything :func:`speechlab.load` returned) within
-    ``limits``. ``loopback``: the server listens on a loopback address, so requests whose Host
-    is another name (DNS rebinding) are refused. The handlers below find the server's
-    :class:`~.runtime.Runtime` in ``app.state.runtime``."""
+    ``limits``, to the requests ``access`` allows (module doc). The handlers below find the
+    server's :class:`~.runtime.Runtime` in ``app.state.runtime``."""
     served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
               for name, m in models.items()}
     runtime = Runtime(served, limits)
@@ -89,7 +141,7 @@ def create_app(models: Mapping[str, Any], limits: ServeLimits = ServeLimits(), *
 
     app = Starlette(routes=ROUTES, lifespan=lifespan, exception_handlers=_HANDLERS)
     app.state.runtime = runtime
-    return _Guard(app, loopback)
+    return _Guard(app, access)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,41 +291,60 @@ _HANDLERS = {SpeechlabError: _error(400), NotFound: _error(404), Forbidden: _err
 
 
 class _Guard:
-    """ASGI middleware: security headers on every response; requests from other sites'
-    pages (Origin) and, on a loopback server, for other host names (Host) refused."""
+    """ASGI middleware: security headers on every response; requests naming a host not
+    allowed (Host), from another site's page (Origin), or without the token refused
+    (:class:`Access`). ``GET /?token=T`` with the right token sets the page's cookie."""
 
     HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer"),
                (b"content-security-policy",
                 b"default-src 'self'; img-src 'self' data: blob:; media-src 'self' data: blob:; "
                 b"connect-src 'self'; object-src 'none'; frame-ancestors 'none'")]
 
-    def __init__(self, app: Starlette, loopback: bool) -> None:
+    def __init__(self, app: Starlette, access: Access) -> None:
         self.app = app
-        self.loopback = loopback
+        self.access = access
         self.state = app.state
+
+    def refusal(self, scope: dict) -> tuple[int, str] | None:
+        """(status, reason) for a request the access rules refuse, else None."""
+        try:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                       for k, v in scope["headers"]}
+        except (UnicodeDecodeError, ValueError):
+            return 400, "malformed headers"
+        host = headers.get("host", "")
+        if not self.access.allows_host(host):
+            return 403, (f"this server answers to {', '.join(sorted(self.access.hosts))}, not "
+                         f"to {host!r} (speechlab serve --allowed-hosts)")
+        if not self.access.allows_origin(headers.get("origin")):
+            return 403, "requests from another site's page are refused"
+        query = scope.get("query_string", b"").decode("latin-1")
+        if not self.access.allows_token(self.access.token_of(headers, query)):
+            return 401, "this server needs its token: Authorization: Bearer TOKEN, or ?token="
+        return None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await self.app(scope, receive, send)
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
-        hostname = urlsplit("//" + host).hostname or ""
-        refuse = None
-        if self.loopback and hostname not in LOOPBACK_HOSTS:
-            refuse = f"this server answers to its loopback address, not to {host!r}"
-        elif not _same_site(headers):
-            refuse = "requests from another site's page are refused"
-        if refuse is not None:
+        refused = self.refusal(scope)
+        if refused is not None:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
                 return
-            response = JSONResponse({"error": refuse}, status_code=403)
+            status, reason = refused
+            response = JSONResponse({"error": reason}, status_code=status)
             return await response(scope, receive, send)
+        cookie = None
+        if self.access.token is not None and scope["type"] == "http" and scope["path"] == "/":
+            # the page's own requests then carry the token without the page knowing it
+            cookie = (f"{TOKEN_COOKIE}={self.access.token}; HttpOnly; SameSite=Strict; "
+                      "Path=/").encode("latin-1")
 
         async def with_headers(message: dict) -> None:
             if message["type"] == "http.response.start":
                 message = dict(message)
-                message["headers"] = list(message.get("headers", [])) + self.HEADERS
+                extra = self.HEADERS + ([(b"set-cookie", cookie)] if cookie else [])
+                message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 
         await self.app(scope, receive, with_headers)

@@ -22,13 +22,61 @@ from speechlab.serve.runtime import ServeLimits
 DEFAULT_DEMO = Path("exp/demo")
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+TOKEN_ENV = "SPEECHLAB_TOKEN"
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def _addresses(host: str) -> set[str]:
+    """The addresses ``host`` resolves to (none if it does not)."""
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
+        return {info[4][0] for info in socket.getaddrinfo(host.strip("[]"), None)}
+    except (socket.gaierror, UnicodeError):
+        return set()
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine's loopback, by address: every address it resolves to
+    is in 127.0.0.0/8 or ::1 (``127.1`` and ``localhost`` are; ``0.0.0.0`` is every
+    interface)."""
+    if host.strip("[]") in WILDCARDS:
         return False
+    found = _addresses(host)
+    return bool(found) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in found)
+
+
+def allowed_hosts(host: str, given: str | None) -> list[str]:
+    """The host names requests may address the server by: ``given`` (comma-separated), else
+    the bound address and the loopback names, and, bound to every interface, this machine's
+    names and addresses."""
+    from speechlab.serve.app import LOOPBACK_HOSTS
+
+    if given:
+        names = [h.strip() for h in given.split(",") if h.strip()]
+        if not names:
+            raise ConfigError("--allowed-hosts: give at least one host name")
+        return names
+    names = [*LOOPBACK_HOSTS]
+    bare = host.strip("[]")
+    if bare not in WILDCARDS:
+        names.append(bare)
+    else:
+        for name in (socket.gethostname(), socket.getfqdn()):
+            names.append(name)
+            names.extend(sorted(_addresses(name)))
+    return list(dict.fromkeys(names))
+
+
+def checked_token(token: str | None) -> str | None:
+    """``--token`` (or ``SPEECHLAB_TOKEN``): at least 16 characters of letters, digits and
+    ``-._~`` (it travels in headers, URLs and a cookie)."""
+    import os
+    import re
+
+    token = token or os.environ.get(TOKEN_ENV) or None
+    if token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{16,256}", token):
+        raise ConfigError(f"--token / {TOKEN_ENV}: use 16-256 letters, digits and -._~ (e.g. "
+                          "python -c 'import secrets; print(secrets.token_urlsafe())')")
+    return token
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -86,7 +134,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
-    from speechlab.serve.app import create_app
+    from speechlab.serve.app import Access, create_app
     from speechlab.serve.models import load_models
 
     limits = ServeLimits(**{f.name: getattr(args, f.name) for f in fields(ServeLimits)
@@ -101,12 +149,17 @@ def _run_serve(args: argparse.Namespace) -> int:
         models = load_models(paths, say=lambda line: print(line, flush=True),
                              backend=args.backend)
         loopback = is_loopback(args.host)
-        app = create_app(models, limits, loopback=loopback)
+        hosts = allowed_hosts(args.host, args.allowed_hosts)
+        token = checked_token(args.token)
+        app = create_app(models, limits, access=Access.of(hosts, token))
         host, port = sock.getsockname()[:2]
         shown = f"[{host}]" if ":" in host else host
         if not loopback:
             print(f"warning: listening on {args.host}, not only this machine's loopback: anyone "
-                  "who can reach it can use these models", flush=True)
+                  "who can reach it can use these models"
+                  + (" with the token" if token else "; give --token to require one"),
+                  flush=True)
+            print(f"requests may name: {', '.join(hosts)} (--allowed-hosts)", flush=True)
         print(f"speechlab serve: http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
         config = uvicorn.Config(app, log_level="warning", lifespan="on",
                                 ws_max_size=int(limits.max_frame_mb * 2**20),
@@ -134,6 +187,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="address to listen on (default: loopback only)")
     s.add_argument("--port", type=bounded(int, ge=0, le=65535), default=8000,
                    help="TCP port (0: any free one)")
+    s.add_argument("--allowed-hosts", dest="allowed_hosts", default=None, metavar="NAMES",
+                   help="comma-separated host names clients may address the server by (Host "
+                        "and a page's Origin); default: the bound address and the loopback "
+                        "names, and with --host 0.0.0.0 this machine's names and addresses")
+    s.add_argument("--token", default=None,
+                   help=f"a shared token every request must carry (default: ${TOKEN_ENV}; "
+                        "none on loopback): Authorization: Bearer TOKEN, ?token=TOKEN, or open "
+                        "the page as http://HOST:PORT/?token=TOKEN")
     s.add_argument("--demo", type=Path, default=None,
                    help="with no PATH, serve the models of this `make demo` output instead of "
                         f"the shipped ones (e.g. {DEFAULT_DEMO})")
