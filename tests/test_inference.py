@@ -368,8 +368,12 @@ def test_bad_audio_is_refused_with_one_line(rnnt_run, tmp_path):
     (tmp_path / "bad.wav").write_bytes(b"RIFF nothing")
     nan = np.full(1600, np.nan, np.float32)
     sf.write(tmp_path / "nan.wav", nan, 16000, subtype="FLOAT")
+    # a header declaring 1 Hz would be resampled into hours; 3 MHz sizes the filter by it
+    sf.write(tmp_path / "slow.wav", np.zeros(16, np.float32), 1, subtype="FLOAT")
+    sf.write(tmp_path / "fast.wav", np.zeros(3000, np.float32), 3_000_000, subtype="FLOAT")
     for wav, message in (("bad.wav", "bad.wav"), ("nan.wav", "non-finite"),
-                         ("missing.wav", "missing.wav")):
+                         ("missing.wav", "missing.wav"), ("slow.wav", "sample rate 1 Hz"),
+                         ("fast.wav", "sample rate 3000000 Hz; speechlab reads audio at 8-192")):
         r = subprocess.run([sys.executable, "-m", "speechlab", "transcribe", str(model_dir),
                             str(tmp_path / wav)], capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
@@ -377,8 +381,9 @@ def test_bad_audio_is_refused_with_one_line(rnnt_run, tmp_path):
     asr = speechlab.load(model_dir)
     with pytest.raises(DataError, match="non-finite"):
         asr.transcribe(nan)
-    with pytest.raises(DataError, match="sample_rate"):
-        asr.transcribe(_audio(), 0)
+    for rate in (0, 1, 2**31 - 1, 16000.5):
+        with pytest.raises(DataError, match=f"sample rate {rate} Hz; speechlab reads audio at"):
+            asr.transcribe(_audio(), rate)
 
 
 @pytest.mark.parametrize("language", [None, "hi"])

@@ -250,3 +250,33 @@ def test_attention_maps_and_lattice_hypotheses_of_one_upload(server, cli_json):
     assert len(viterbi) == 1 and viterbi[0]["text"] == out["text"]
     assert math.isclose(viterbi[0]["share"], out["bhp"], rel_tol=1e-9)
     assert 0 < out["bpp"] <= 1 and out["lattice"]["states"] > 0
+
+
+def test_audio_is_bounded_by_its_rate_and_duration_before_it_is_decoded(server, tmp_path):
+    """A header that declares 1 Hz or 3 MHz is refused before any resampling; an upload or a
+    stream longer than --max-audio-s is refused (bytes do not bound it)."""
+    import io
+    from dataclasses import replace
+
+    for rate in (1, 3_000_000):
+        buf = io.BytesIO()
+        sf.write(buf, np.zeros(4000, np.float32), rate, format="WAV", subtype="FLOAT")
+        status, out = post(server.url, "/api/transcribe?model=tones&filename=r.wav",
+                           buf.getvalue())
+        assert status == 400 and f"sample rate {rate} Hz" in out["error"], out
+    runtime = server.app.state.runtime
+    limits = runtime.limits
+    runtime.limits = replace(limits, max_audio_seconds=1.0)
+    try:
+        status, out = post(server.url, "/api/transcribe?model=tones&filename=long.wav",
+                           server.wav.read_bytes())
+        assert status == 400 and "this server transcribes at most 1 s at once" in out["error"]
+        audio, _ = sf.read(server.wav, dtype="float32")
+        assert len(audio) > 16000
+        ws = ws_connect(server, "/ws/asr?model=tones")
+        for i in range(0, len(audio), 3200):
+            ws.send(audio[i:i + 3200].astype("<f4").tobytes())
+        got, code = collect(ws)
+        assert "the stream passed 1 s" in got[-1]["message"] and code == 1008, got[-1:]
+    finally:
+        runtime.limits = limits

@@ -30,6 +30,24 @@ SAMPLE_TOLERANCE = 1
 #: The largest sample magnitude accepted (:func:`check_finite`): float audio lies within
 #: [-1, 1]; a little beyond is clipping headroom, hundreds are a scaling mistake.
 MAX_PEAK = 256.0
+#: The sample rates audio may have wherever it enters (files, arrays, uploads): speech lies
+#: within 8-192 kHz, and a rate is checked before anything is sized by it (a header that
+#: declares 1 Hz would be resampled into hours of audio; 3 MHz sizes the resampling filter).
+MIN_RATE, MAX_RATE = 8000, 192000
+
+
+def check_rate(rate: Any, loc: str) -> int:
+    """``rate`` as an int if it is a sample rate speechlab reads (:data:`MIN_RATE`..
+    :data:`MAX_RATE` Hz); DataError naming ``loc`` otherwise."""
+    whole = (isinstance(rate, (int, np.integer, float, np.floating))
+             and not isinstance(rate, bool) and float(rate).is_integer())
+    if not whole or not MIN_RATE <= int(rate) <= MAX_RATE:
+        raise DataError(f"{loc}: sample rate {rate!r} Hz; speechlab reads audio at "
+                        f"{MIN_RATE // 1000}-{MAX_RATE // 1000} kHz (resample it, e.g. sox in.wav "
+                        "-r 16000 out.wav)")
+    return int(rate)
+
+
 # WAV writers that stream (pipes) put a placeholder size in the data chunk; not a truncation.
 _STREAMING_SIZES = (0, 0xFFFFFFFF)
 _STREAMING_MIN = 0x7FFFF000
@@ -99,6 +117,7 @@ def audio_info(path: str | Path, *, utt: str | None = None) -> AudioInfo:
         declared, present = shortfall
         raise DataError(f"{loc}: truncated WAV: header declares {declared} data bytes but only "
                         f"{present} are present; re-create the file or drop it")
+    check_rate(int(info.samplerate), loc)
     return AudioInfo(sample_rate=int(info.samplerate), channels=int(info.channels),
                      frames=int(info.frames), format=str(info.format),
                      subtype=str(info.subtype))
@@ -295,8 +314,7 @@ def as_samples(audio: Any, sample_rate: int, target_rate: int, *, what: str = "a
             samples = samples.mean(axis=1)
         return resample(np.ascontiguousarray(samples, dtype=np.float32), info.sample_rate,
                         target_rate)
-    if not (isinstance(sample_rate, (int, np.integer)) and sample_rate > 0):
-        raise DataError(f"{what}: sample_rate must be a positive number of Hz, got {sample_rate!r}")
+    check_rate(sample_rate, what)
     if hasattr(audio, "detach"):  # a torch tensor
         audio = audio.detach().cpu().numpy()
     samples = np.asarray(audio)

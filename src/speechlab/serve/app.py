@@ -172,7 +172,8 @@ async def transcribe(request: Request) -> Response:
     with runtime.jobs:
         path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes)
         try:
-            result = await runtime.job(model, _transcribe_file, model.model, path, name, opts)
+            result = await runtime.job(model, _transcribe_file, model.model, path, name, opts,
+                                       runtime.limits.max_audio_seconds)
         finally:
             path.unlink(missing_ok=True)
     return JSONResponse(result)
@@ -354,13 +355,19 @@ class _Guard:
 # Work done on the job thread
 
 
-def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any]) -> dict[str, Any]:
+def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any],
+                     max_seconds: float) -> dict[str, Any]:
     from speechlab.audio.io import validate_audio_file
 
     with renamed_errors(path, name):
-        # The header here; the recognizer's block reader checks every block's samples as it
-        # decodes, so the upload is read once.
-        validate_audio_file(path, expected_sr=None, channels=None, finite=False)
+        # The header here (its rate and length bounded before anything is sized by them); the
+        # recognizer's block reader checks every block's samples as it decodes, so the upload
+        # is read once.
+        info = validate_audio_file(path, expected_sr=None, channels=None, finite=False)
+        seconds = info.frames / info.sample_rate
+        if seconds > max_seconds:
+            raise DataError(f"{name} lasts {seconds:.0f} s; this server transcribes at most "
+                            f"{max_seconds:g} s at once (--max-audio-s)")
         result = model.transcribe(path, **opts)
     return result.to_json(name)
 

@@ -205,6 +205,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    type=bounded(int, ge=1, le=1024), default=None,
                    help=f"live streams at once; more are told the server is busy (default "
                         f"{d.max_streams}, measured on 2 cores by benchmarks/serve_load.py)")
+    s.add_argument("--max-audio-s", dest="max_audio_seconds",
+                   type=bounded(float, gt=0, le=86400), default=None,
+                   help=f"audio one upload or one stream may hold, read from its header "
+                        f"(default {d.max_audio_seconds:g})")
     s.add_argument("--backend", choices=("torch", "onnx"), default=None,
                    help="onnx: run the models that can (RNN-T, TTS) on onnxruntime, the others "
                         "in PyTorch (default: each model as it loads)")

@@ -62,6 +62,7 @@ class AsrSession:
         self.stream: Any = None
         self.pending: list[np.ndarray] = []
         self.pending_samples = 0
+        self.received_samples = 0  # in all, against max_audio_seconds
         self.decoded_samples = 0
         self.done = False
         self.closed = False
@@ -118,6 +119,11 @@ class AsrSession:
                     if self.done:
                         raise DataError("audio after 'done': the stream is finished")
                     samples = pcm_frame(data)
+                    self.received_samples += len(samples)
+                    if self.received_samples > limits.max_audio_seconds * SAMPLE_RATE:
+                        raise Fatal(f"the stream passed {limits.max_audio_seconds:g} s, the most "
+                                    "this server takes in one stream (--max-audio-s); open "
+                                    "another")
                     self.pending.append(samples)
                     self.pending_samples += len(samples)
                     behind = self.pending_samples / SAMPLE_RATE
