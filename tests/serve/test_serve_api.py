@@ -280,3 +280,38 @@ def test_audio_is_bounded_by_its_rate_and_duration_before_it_is_decoded(server, 
         assert "the stream passed 1 s" in got[-1]["message"] and code == 1008, got[-1:]
     finally:
         runtime.limits = limits
+
+
+def test_malformed_synthesis_json_is_a_400_not_a_traceback(server):
+    for body, message in ((b"[" * 10000 + b"]" * 10000, "not nested deeper"),
+                          (json.dumps({"text": "caf\ud800"}).encode(), "not valid Unicode"),
+                          (b"\xff\xfe", "must be JSON"), (b'{"text": 3}', 'a string "text"')):
+        status, out = post(server.url, "/api/synthesize?model=salad", body)
+        assert status == 400 and message in out["error"], (body[:20], out)
+
+
+def test_an_idle_stream_is_closed_and_gives_its_slot_back(server):
+    """Streams that send nothing (no audio, no 'done') are closed after --idle-s, so idle
+    clients cannot hold every slot; a stream that keeps sending is not."""
+    from dataclasses import replace
+
+    runtime = server.app.state.runtime
+    limits = runtime.limits
+    runtime.limits = replace(limits, idle_seconds=1.0)
+    try:
+        idle = [ws_connect(server, "/ws/asr?model=tones") for _ in range(MAX_STREAMS)]
+        for ws in idle:
+            got, code = collect(ws, timeout=20)
+            assert "no audio for 1 s" in got[-1]["message"] and code == 1013, got[-1:]
+        # the server gives a slot back once its stream's tasks have ended: wait for that
+        # (bounded), then a new stream is served
+        import time
+
+        deadline = time.monotonic() + 30
+        while runtime.streams.used and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runtime.streams.used == 0
+        messages = stream_file(server, "tones", server.wav)  # a slot is free again
+        assert messages[-1]["type"] == "final" and messages[-1]["text"] == "the fox"
+    finally:
+        runtime.limits = limits

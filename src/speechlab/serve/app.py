@@ -186,6 +186,9 @@ async def _text(request: Request, runtime: Runtime) -> str:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise DataError('the body must be JSON: {"text": "..."}') from None
+    except RecursionError:  # JSON nested thousands deep
+        raise DataError('the body must be JSON of the form {"text": "..."}, not nested '
+                        "deeper") from None
     text = data.get("text") if isinstance(data, dict) else None
     if not isinstance(text, str):
         raise DataError('the body must be JSON with a string "text": {"text": "..."}')

@@ -209,6 +209,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    type=bounded(float, gt=0, le=86400), default=None,
                    help=f"audio one upload or one stream may hold, read from its header "
                         f"(default {d.max_audio_seconds:g})")
+    s.add_argument("--idle-s", dest="idle_seconds", type=bounded(float, gt=0, le=3600),
+                   default=None, help=f"close a stream that sends nothing for this long "
+                   f"before 'done' (default {d.idle_seconds:g})")
     s.add_argument("--backend", choices=("torch", "onnx"), default=None,
                    help="onnx: run the models that can (RNN-T, TTS) on onnxruntime, the others "
                         "in PyTorch (default: each model as it loads)")

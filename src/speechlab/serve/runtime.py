@@ -41,7 +41,9 @@ class ServeLimits:
     ``max_text_chars``: text to synthesize; ``max_analysis_seconds``: audio the attention and
     lattice panels analyse (their cost grows with the square of the length, or faster);
     ``max_audio_seconds`` [--max-audio-s]: audio one upload or one stream may hold, read from
-    the header before anything is decoded (bytes do not bound it: 100 MB of FLAC hold hours).
+    the header before anything is decoded (bytes do not bound it: 100 MB of FLAC hold hours);
+    ``idle_seconds`` [--idle-s]: a stream that sends nothing for this long before ``done`` is
+    closed, so idle clients cannot hold every stream slot.
     """
 
     max_upload_mb: float = ranged(100.0, gt=0, le=4096, why="uploads are spooled to disk")
@@ -54,6 +56,7 @@ class ServeLimits:
     max_text_chars: int = ranged(2000, ge=1, le=100_000)
     max_analysis_seconds: float = ranged(30.0, gt=0, le=600)
     max_audio_seconds: float = ranged(3600.0, gt=0, le=86400)
+    idle_seconds: float = ranged(30.0, gt=0, le=3600)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -110,7 +110,15 @@ class AsrSession:
     async def _receive(self) -> None:
         limits = self.runtime.limits
         while True:
-            message = await self.ws.receive()
+            try:
+                # Before 'done' a stream that sends nothing holds a slot for nobody: closed
+                # after idle_seconds. After 'done' the decoder finishes and closes it.
+                message = await asyncio.wait_for(
+                    self.ws.receive(), None if self.done else limits.idle_seconds)
+            except asyncio.TimeoutError:
+                await self._fail(f"no audio for {limits.idle_seconds:g} s: the stream is closed "
+                                 "(--idle-s); open a new one", TRY_LATER)
+                return
             if message["type"] == "websocket.disconnect":
                 return
             data, text = message.get("bytes"), message.get("text")
