@@ -121,3 +121,29 @@ def test_a_token_must_be_long_and_plain(monkeypatch):
     for bad in ("short", "has space in it 123456", "semi;colon;is;bad;1234"):
         with pytest.raises(ConfigError, match="16-256 letters"):
             checked_token(bad)
+
+
+def test_a_killed_servers_spool_is_removed_by_the_next_server(tmp_path, monkeypatch):
+    """The upload spool is named by its server's pid: a server killed outright leaves it, and
+    the next server in the same temporary directory removes it (a live server's stays)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from speechlab.serve.runtime import Runtime, ServeLimits
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f".speechlab-serve-{dead}-abcd1234.tmp"
+    (stale / "upload").mkdir(parents=True)
+    live = tmp_path / f".speechlab-serve-{os.getppid()}-efgh5678.tmp"
+    live.mkdir()
+    runtime = Runtime({}, ServeLimits())
+    try:
+        assert runtime.uploads.parent == tmp_path and runtime.uploads.is_dir()
+        assert not stale.exists() and live.exists()
+    finally:
+        runtime.close()
+    assert not runtime.uploads.exists()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import socket
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -20,6 +22,8 @@ from speechlab.errors import ConfigError, DataError
 from speechlab.serve.runtime import ServeLimits
 
 DEFAULT_DEMO = Path("exp/demo")
+#: What Ctrl-C or SIGTERM gives open connections before the server stops.
+SHUTDOWN_SECONDS = 2
 
 
 TOKEN_ENV = "SPEECHLAB_TOKEN"
@@ -165,11 +169,18 @@ def _run_serve(args: argparse.Namespace) -> int:
                                 ws_max_size=int(limits.max_frame_mb * 2**20),
                                 ws_per_message_deflate=False, timeout_keep_alive=5,
                                 # connections beyond streams and jobs only wait: bound them too
-                                limit_concurrency=4 * (limits.max_streams + limits.max_jobs) + 16)
+                                limit_concurrency=4 * (limits.max_streams + limits.max_jobs) + 16,
+                                # Ctrl-C / SIGTERM: connections get 2 s to finish
+                                timeout_graceful_shutdown=SHUTDOWN_SECONDS)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
-    return 0
+    # The server has stopped and its spool is removed; work still on the job threads (a long
+    # decode, a slow upload's job) has nobody left to answer, so the process leaves without
+    # waiting for it.
+    print("speechlab serve: stopped", flush=True)
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

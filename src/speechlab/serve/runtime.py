@@ -26,6 +26,7 @@ from typing import Any
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
 from speechlab.serve.models import ServedModel
+from speechlab.utils import make_temp_dir
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,9 @@ class Runtime:
         self.streams = Slots(limits.max_streams, "streams")
         self.jobs = Slots(limits.max_jobs, "requests")
         self.locks = {name: threading.Lock() for name in self.models}
-        self.uploads = Path(tempfile.mkdtemp(prefix="speechlab-serve-"))
+        # Uploads are spooled here; a server killed outright (SIGKILL) leaves its spool, which
+        # the next server started in the same temporary directory removes (make_temp_dir).
+        self.uploads = make_temp_dir(Path(tempfile.gettempdir()), "speechlab-serve")
 
     def model(self, name: str | None, kind: str | None = None) -> ServedModel:
         """The served model ``name``, checked to be of ``kind``."""
