@@ -147,3 +147,34 @@ def test_a_killed_servers_spool_is_removed_by_the_next_server(tmp_path, monkeypa
     finally:
         runtime.close()
     assert not runtime.uploads.exists()
+
+
+def test_a_trickling_body_is_dropped_once_its_average_rate_falls_short():
+    """paced() on a planted clock: 100 bytes a (planted) second pass the 10 s grace, then the
+    average under min_rate drops the request; a fast body passes whole."""
+    from speechlab.serve.uploads import SlowBody, paced
+
+    class Request:
+        def __init__(self, chunks):
+            self.chunks = chunks
+
+        async def stream(self):
+            for c in self.chunks:
+                yield c
+
+    now = [0.0]
+
+    def clock():
+        now[0] += 1.0  # every chunk takes a second
+        return now[0]
+
+    async def read(chunks, min_rate):
+        got = []
+        async for c in paced(Request(chunks), 5.0, min_rate, grace_seconds=10.0, clock=clock):
+            got.append(c)
+        return got
+
+    with pytest.raises(SlowBody, match="bytes/s, under the 1000"):
+        asyncio.run(read([b"x" * 100] * 30, 1000.0))
+    now[0] = 0.0
+    assert len(asyncio.run(read([b"x" * 5000] * 30, 1000.0))) == 30

@@ -315,3 +315,26 @@ def test_an_idle_stream_is_closed_and_gives_its_slot_back(server):
         assert messages[-1]["type"] == "final" and messages[-1]["text"] == "the fox"
     finally:
         runtime.limits = limits
+
+
+def test_a_stalled_or_trickling_body_is_dropped_with_408(server):
+    """An upload that stops sending, or sends a few bytes a second, cannot hold a request
+    slot: 408 and the connection closed."""
+    import socket
+    from dataclasses import replace
+
+    runtime = server.app.state.runtime
+    limits = runtime.limits
+    runtime.limits = replace(limits, body_idle_seconds=1.0)
+    host, port = server.url.removeprefix("http://").split(":")
+    try:
+        for path in ("/api/transcribe?model=tones", "/api/synthesize?model=salad"):
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000\r\n"
+                      "\r\nRIFF".encode())
+            answer = s.recv(4096).decode("latin-1")
+            s.close()
+            assert answer.startswith("HTTP/1.1 408") and "no byte of the body" in answer, answer
+        assert runtime.jobs.used == 0
+    finally:
+        runtime.limits = limits

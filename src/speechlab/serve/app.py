@@ -57,8 +57,8 @@ from speechlab.errors import ConfigError, DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
 from speechlab.serve.runtime import Busy, NotFound, Runtime, ServeLimits
 from speechlab.serve.streams import AsrSession
-from speechlab.serve.uploads import (TooLarge, read_audio, read_small_body, renamed_errors,
-                                     save_body, wav_bytes)
+from speechlab.serve.uploads import (SlowBody, TooLarge, read_audio, read_small_body,
+                                     renamed_errors, save_body, wav_bytes)
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,8 @@ async def transcribe(request: Request) -> Response:
     opts = model.options(request.query_params)
     name = request.query_params.get("filename") or "upload.wav"
     with runtime.jobs:
-        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes)
+        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes,
+                               **runtime.limits.body_pace)
         try:
             result = await runtime.job(model, _transcribe_file, model.model, path, name, opts,
                                        runtime.limits.max_audio_seconds)
@@ -181,7 +182,7 @@ async def transcribe(request: Request) -> Response:
 
 async def _text(request: Request, runtime: Runtime) -> str:
     """The ``text`` of a JSON body, checked."""
-    body = await read_small_body(request, MAX_JSON_BYTES)
+    body = await read_small_body(request, MAX_JSON_BYTES, **runtime.limits.body_pace)
     try:
         data = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -225,7 +226,8 @@ async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
     runtime = _runtime(request)
     name = request.query_params.get("filename") or "upload.wav"
     with runtime.jobs:
-        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes)
+        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes,
+                               **runtime.limits.body_pace)
         try:
             out = await runtime.job(model, _analyse, fn, path, name,
                                     runtime.limits.max_analysis_seconds)
@@ -290,8 +292,12 @@ async def _too_large(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc)}, status_code=413, headers={"Connection": "close"})
 
 
+async def _slow(request: Request, exc: Exception) -> Response:
+    return JSONResponse({"error": str(exc)}, status_code=408, headers={"Connection": "close"})
+
+
 _HANDLERS = {SpeechlabError: _error(400), NotFound: _error(404), Forbidden: _error(403),
-             TooLarge: _too_large, Busy: _error(503), Exception: _internal}
+             TooLarge: _too_large, SlowBody: _slow, Busy: _error(503), Exception: _internal}
 
 
 class _Guard:

@@ -223,6 +223,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--idle-s", dest="idle_seconds", type=bounded(float, gt=0, le=3600),
                    default=None, help=f"close a stream that sends nothing for this long "
                    f"before 'done' (default {d.idle_seconds:g})")
+    s.add_argument("--min-body-kbps", dest="min_body_kbps", type=bounded(float, ge=0, le=1e6),
+                   default=None, help=f"drop a request body that comes slower than this on "
+                   f"average after 10 s, or stalls for {d.body_idle_seconds:g} s (default "
+                   f"{d.min_body_kbps:g} KB/s)")
     s.add_argument("--backend", choices=("torch", "onnx"), default=None,
                    help="onnx: run the models that can (RNN-T, TTS) on onnxruntime, the others "
                         "in PyTorch (default: each model as it loads)")

@@ -44,7 +44,10 @@ class ServeLimits:
     ``max_audio_seconds`` [--max-audio-s]: audio one upload or one stream may hold, read from
     the header before anything is decoded (bytes do not bound it: 100 MB of FLAC hold hours);
     ``idle_seconds`` [--idle-s]: a stream that sends nothing for this long before ``done`` is
-    closed, so idle clients cannot hold every stream slot.
+    closed, so idle clients cannot hold every stream slot; ``body_idle_seconds`` and
+    ``min_body_kbps`` [--min-body-kbps]: a request body that sends nothing for that long, or
+    comes slower than that on average after 10 s, is dropped (HTTP 408), so a trickling
+    upload cannot hold a request slot.
     """
 
     max_upload_mb: float = ranged(100.0, gt=0, le=4096, why="uploads are spooled to disk")
@@ -58,6 +61,13 @@ class ServeLimits:
     max_analysis_seconds: float = ranged(30.0, gt=0, le=600)
     max_audio_seconds: float = ranged(3600.0, gt=0, le=86400)
     idle_seconds: float = ranged(30.0, gt=0, le=3600)
+    body_idle_seconds: float = ranged(10.0, gt=0, le=600)
+    min_body_kbps: float = ranged(16.0, ge=0, le=1e6)
+
+    @property
+    def body_pace(self) -> dict[str, float]:
+        """``save_body`` / ``read_small_body``'s pacing keywords."""
+        return {"idle_seconds": self.body_idle_seconds, "min_rate": self.min_body_kbps * 1024}
 
     def __post_init__(self) -> None:
         check_fields(self)

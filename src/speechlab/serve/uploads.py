@@ -28,9 +28,44 @@ class TooLarge(Exception):
                          "--max-upload-mb); send a shorter recording")
 
 
-async def save_body(request: Any, directory: Path, limit: int, suffix: str = ".wav") -> Path:
+class SlowBody(Exception):
+    """A request body that stalls or trickles (HTTP 408): a client cannot hold a request slot
+    by sending a few bytes a second."""
+
+
+async def paced(request: Any, idle_seconds: float, min_rate: float, grace_seconds: float = 10.0,
+                clock: Any = None) -> Any:
+    """The chunks of ``request``'s body, while they keep coming: :class:`SlowBody` if none
+    arrives for ``idle_seconds``, or if after ``grace_seconds`` the body has come at less
+    than ``min_rate`` bytes a second on average."""
+    import asyncio
+    import time
+
+    clock = clock or time.monotonic
+    start = clock()
+    received = 0
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(chunks.__anext__(), idle_seconds)
+        except StopAsyncIteration:
+            return
+        except asyncio.TimeoutError:
+            raise SlowBody(f"no byte of the body for {idle_seconds:g} s; the request is "
+                           "dropped") from None
+        received += len(chunk)
+        elapsed = clock() - start
+        if elapsed > grace_seconds and received / elapsed < min_rate:
+            raise SlowBody(f"the body comes at {received / elapsed:.0f} bytes/s, under the "
+                           f"{min_rate:g} this server waits for; the request is dropped")
+        yield chunk
+
+
+async def save_body(request: Any, directory: Path, limit: int, suffix: str = ".wav", *,
+                    idle_seconds: float = 10.0, min_rate: float = 16384.0) -> Path:
     """The body of ``request`` (a Starlette request) written to a new file in ``directory``;
-    :class:`TooLarge` once it passes ``limit`` bytes (before reading, from Content-Length)."""
+    :class:`TooLarge` once it passes ``limit`` bytes (before reading, from Content-Length);
+    :class:`SlowBody` if it stalls or trickles (:func:`paced`)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
@@ -44,7 +79,7 @@ async def save_body(request: Any, directory: Path, limit: int, suffix: str = ".w
     received = 0
     try:
         with os.fdopen(fd, "wb") as f:
-            async for chunk in request.stream():
+            async for chunk in paced(request, idle_seconds, min_rate):
                 received += len(chunk)
                 if received > limit:
                     raise TooLarge(limit)
@@ -58,13 +93,15 @@ async def save_body(request: Any, directory: Path, limit: int, suffix: str = ".w
     return path
 
 
-async def read_small_body(request: Any, limit: int) -> bytes:
-    """A small body (JSON) read whole, refused past ``limit`` bytes."""
+async def read_small_body(request: Any, limit: int, *, idle_seconds: float = 10.0,
+                          min_rate: float = 16384.0) -> bytes:
+    """A small body (JSON) read whole, refused past ``limit`` bytes or if it stalls or
+    trickles (:func:`paced`)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise TooLarge(limit)
     parts, received = [], 0
-    async for chunk in request.stream():
+    async for chunk in paced(request, idle_seconds, min_rate):
         received += len(chunk)
         if received > limit:
             raise TooLarge(limit)
