@@ -66,15 +66,15 @@ def server(model_paths, tone_wav):
 
     import speechlab
     from speechlab.serve.app import create_app
-    from speechlab.serve.commands import bind
+    from speechlab.serve.commands import bind, uvicorn_config
     from speechlab.serve.runtime import ServeLimits
 
     models = {name: speechlab.load(path) for name, path in model_paths.items()}
-    app = create_app(models, ServeLimits(max_streams=MAX_STREAMS))
+    limits = ServeLimits(max_streams=MAX_STREAMS)
+    app = create_app(models, limits)
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_max_size=4 << 20,
-                            ws_per_message_deflate=False)
+    config = uvicorn_config(app, limits)  # as `speechlab serve` runs it
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

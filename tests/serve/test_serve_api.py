@@ -338,3 +338,26 @@ def test_a_stalled_or_trickling_body_is_dropped_with_408(server):
         assert runtime.jobs.used == 0
     finally:
         runtime.limits = limits
+
+
+def test_connections_that_never_complete_their_headers_are_closed(server, monkeypatch):
+    """Connections that send nothing, or trickle header lines, are closed at the header
+    deadline (speechlab.serve.protocol), so they cannot fill the connection cap; a request
+    that completes its headers in time is served."""
+    import socket
+
+    from speechlab.serve.protocol import HeaderDeadlineProtocol
+
+    monkeypatch.setattr(HeaderDeadlineProtocol, "header_seconds", 1.0)
+    host, port = server.url.removeprefix("http://").split(":")
+    silent = [socket.create_connection((host, int(port)), timeout=30) for _ in range(3)]
+    trickle = socket.create_connection((host, int(port)), timeout=30)
+    trickle.sendall(b"GET /api/models HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never the blank line
+    assert http_json(server.url + "/api/models")[0] == 200  # others are served meanwhile
+    for s in [*silent, trickle]:
+        assert s.recv(1024) == b""  # closed by the server (recv times out after 30 s if not)
+        s.close()
+    ok = socket.create_connection((host, int(port)), timeout=30)
+    ok.sendall(b"GET /api/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    assert ok.recv(12) == b"HTTP/1.1 200"
+    ok.close()

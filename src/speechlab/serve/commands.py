@@ -134,13 +134,30 @@ def model_paths(paths: list[Path], demo: Path | None) -> list[Path]:
     return found
 
 
+def uvicorn_config(app: object, limits: ServeLimits) -> object:
+    """How uvicorn runs the app: frames, keep-alive, the connection cap, the header deadline
+    (:mod:`.protocol`) and the shutdown grace."""
+    import uvicorn
+
+    from speechlab.serve.protocol import HeaderDeadlineProtocol
+
+    return uvicorn.Config(app, log_level="warning", lifespan="on",
+                          ws_max_size=int(limits.max_frame_mb * 2**20),
+                          ws_per_message_deflate=False, timeout_keep_alive=5,
+                          # connections beyond streams and jobs only wait: bound them too
+                          limit_concurrency=4 * (limits.max_streams + limits.max_jobs) + 16,
+                          # Ctrl-C / SIGTERM: connections get 2 s to finish
+                          timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+                          # connections that never complete a request's headers are closed
+                          http=HeaderDeadlineProtocol)
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
     from speechlab.serve.app import Access, create_app
     from speechlab.serve.models import load_models
-
     limits = ServeLimits(**{f.name: getattr(args, f.name) for f in fields(ServeLimits)
                             if getattr(args, f.name, None) is not None})
     paths = model_paths(args.paths, args.demo)
@@ -165,13 +182,7 @@ def _run_serve(args: argparse.Namespace) -> int:
                   flush=True)
             print(f"requests may name: {', '.join(hosts)} (--allowed-hosts)", flush=True)
         print(f"speechlab serve: http://{shown}:{port}/ (Ctrl-C stops it)", flush=True)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on",
-                                ws_max_size=int(limits.max_frame_mb * 2**20),
-                                ws_per_message_deflate=False, timeout_keep_alive=5,
-                                # connections beyond streams and jobs only wait: bound them too
-                                limit_concurrency=4 * (limits.max_streams + limits.max_jobs) + 16,
-                                # Ctrl-C / SIGTERM: connections get 2 s to finish
-                                timeout_graceful_shutdown=SHUTDOWN_SECONDS)
+        config = uvicorn_config(app, limits)
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
