@@ -427,3 +427,40 @@ def test_a_growing_encoder_streams_long_audio_in_segments_each_decoded_afresh(la
     lstm = untrained_recognizer(seed=1)
     assert lstm.segment_seconds is None
     assert len(lstm.transcribe(audio, language=language).extra["segment_starts"]) == 1
+
+
+def test_a_card_that_asks_for_a_huge_model_is_refused_before_it_is_built(tmp_path):
+    """A package is untrusted input: its card's sizes are built on the meta device and checked
+    against the weights' safetensors header first. A card asking for 100 layers of width 8192
+    (some 10^11 parameters) beside a tiny model's weights is one DataError, in a process whose
+    peak memory stays far below what building it would take."""
+    import json
+    import subprocess
+    import sys
+
+    from speechlab.testing.tiny_models import ctc_package
+
+    pkg = ctc_package(tmp_path / "ctc")
+    card = json.loads((pkg / "speechlab.json").read_text())
+    card["config"].update(dim=8192, ff_dim=65536, layers=100, heads=8)
+    (pkg / "speechlab.json").write_text(json.dumps(card))
+    probe = ("import resource, speechlab\n"
+             "try:\n"
+             f"    speechlab.load({str(pkg)!r})\n"
+             "except Exception as e:\n"
+             "    print(type(e).__name__, e)\n"
+             "print('maxrss_mb', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=300).stdout
+    assert out.startswith("DataError") and "the card's config and the weights disagree" in out, out
+    assert int(out.split("maxrss_mb")[1]) < 2000, out
+    # an integer "weight": refused by dtype before anything is built for real
+    pkg2 = ctc_package(tmp_path / "ctc2")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(pkg2 / "model.safetensors"))
+    name = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[name] = weights[name].to(torch.int64)
+    save_file(weights, str(pkg2 / "model.safetensors"))
+    with pytest.raises(DataError, match=f"weight '{name}' is stored as I64, not floating point"):
+        speechlab.load(pkg2)

@@ -72,10 +72,7 @@ def load(path: str | Path, *, backend: str | None = None) -> Model:
         cls = family(card.family, path).runtime_class()
         network = None  # an ONNX package: its graphs hold the weights
         if card.backend == "torch":
-            from speechlab.train.card import ModelCard
-
-            network = load_weights(ModelCard(card.family, card.config).build(builders(), path),
-                                   read_weights(path), path)
+            network = _network(card, path)
         try:
             loaded: Model = cls.from_package(path, card, network)
         except (KeyError, TypeError, ValueError) as e:
@@ -83,6 +80,28 @@ def load(path: str | Path, *, backend: str | None = None) -> Model:
                             "model again") from None
         return _on(loaded, backend, path)
     return _on(_load_torch(path), backend, path)
+
+
+def _network(card: Any, path: Path) -> Any:
+    """The package's network: the model its card describes, first built on the ``meta``
+    device and checked against the weights' header (a card is untrusted input: its sizes are
+    not built before the weights show them), then built for real with the weights loaded."""
+    import torch
+
+    from speechlab.package import check_against_header, weights_header
+    from speechlab.train.card import ModelCard
+
+    spec = ModelCard(card.family, card.config)
+    header = weights_header(path)
+    try:
+        with torch.device("meta"):
+            sketch = spec.build(builders(), path)
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as e:
+        raise DataError(f"{path}: the card's model cannot be built ({e}); export the model "
+                        "again") from None
+    check_against_header(sketch, header, path)
+    del sketch
+    return load_weights(spec.build(builders(), path), read_weights(path), path)
 
 
 def _on(model: Model, backend: str | None, source: Path) -> Model:

@@ -171,6 +171,52 @@ def read_card(path: str | Path) -> PackageCard:
     return card
 
 
+def weights_header(path: str | Path) -> dict[str, tuple[tuple[int, ...], str]]:
+    """The package's tensors as its safetensors header lists them: name -> (shape, dtype),
+    read without loading any tensor."""
+    from safetensors import SafetensorError, safe_open
+
+    file = Path(path) / WEIGHTS_NAME
+    if not file.is_file():
+        raise DataError(f"{file} is missing: a package holds its weights there")
+    try:
+        with safe_open(str(file), framework="pt") as f:
+            return {k: (tuple(f.get_slice(k).get_shape()), str(f.get_slice(k).get_dtype()))
+                    for k in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise DataError(f"{file}: unreadable weights ({e}); export the model again") from None
+
+
+#: safetensors' dtype names of floating-point tensors (the weights of a network).
+FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
+
+
+def check_against_header(model: torch.nn.Module, header: Mapping[str, tuple[tuple[int, ...], str]],
+                         source: object) -> None:
+    """The model the card describes (built on the ``meta`` device: no memory) against the
+    weights the package holds, before anything real is built: the same tensor names and shapes,
+    floating-point weights where the model has them. One DataError names the first mismatch,
+    so a card that asks for a model of 10^9 parameters beside weights of a few is refused
+    without allocating it."""
+    own = model.state_dict()
+    for name, tensor in own.items():
+        if name not in header:
+            raise DataError(f"{source}: the card's model has tensor {name!r}, the weights do not; "
+                            "the card and the weights disagree (export the model again)")
+        shape, dtype = header[name]
+        if tuple(tensor.shape) != shape:
+            raise DataError(f"{source}: the card's model expects {name!r} of shape "
+                            f"{tuple(tensor.shape)}, the weights hold {shape}; the card's config "
+                            "and the weights disagree (export the model again)")
+        if tensor.is_floating_point() and dtype not in FLOAT_DTYPES:
+            raise DataError(f"{source}: weight {name!r} is stored as {dtype}, not floating "
+                            "point: not a model's weights")
+    extra = sorted(set(header) - set(own))
+    if extra:
+        raise DataError(f"{source}: the weights hold {len(extra)} tensor(s) the card's model "
+                        f"lacks, e.g. {extra[:3]} (export the model again)")
+
+
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The package's weights (safetensors: reading them runs no code)."""
     from safetensors import SafetensorError
