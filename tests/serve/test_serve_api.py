@@ -361,3 +361,25 @@ def test_connections_that_never_complete_their_headers_are_closed(server, monkey
     ok.sendall(b"GET /api/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     assert ok.recv(12) == b"HTTP/1.1 200"
     ok.close()
+
+
+def test_a_client_leaving_mid_upload_logs_no_traceback(server, caplog):
+    import logging
+    import socket
+    import time
+
+    runtime = server.app.state.runtime
+    host, port = server.url.removeprefix("http://").split(":")
+    with caplog.at_level(logging.WARNING):
+        for path in ("/api/transcribe?model=tones", "/api/synthesize?model=salad"):
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n"
+                      "\r\nRIFF....".encode())
+            time.sleep(0.2)  # let the server start reading (the outcome does not wait on it)
+            s.close()
+        deadline = time.monotonic() + 30
+        while runtime.jobs.used and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert http_json(server.url + "/api/models")[0] == 200
+    assert runtime.jobs.used == 0
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]

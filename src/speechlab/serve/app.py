@@ -48,7 +48,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
@@ -292,12 +292,18 @@ async def _too_large(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc)}, status_code=413, headers={"Connection": "close"})
 
 
+async def _gone(request: Request, exc: Exception) -> Response:
+    # The client went away mid-request: nobody reads this answer, and nothing went wrong here.
+    return Response(status_code=400, headers={"Connection": "close"})
+
+
 async def _slow(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc)}, status_code=408, headers={"Connection": "close"})
 
 
 _HANDLERS = {SpeechlabError: _error(400), NotFound: _error(404), Forbidden: _error(403),
-             TooLarge: _too_large, SlowBody: _slow, Busy: _error(503), Exception: _internal}
+             TooLarge: _too_large, SlowBody: _slow, ClientDisconnect: _gone, Busy: _error(503),
+             Exception: _internal}
 
 
 class _Guard:
