@@ -169,15 +169,23 @@ async def transcribe(request: Request) -> Response:
     model = runtime.model(request.query_params.get("model"), "asr")
     opts = model.options(request.query_params)
     name = request.query_params.get("filename") or "upload.wav"
-    with runtime.jobs:
-        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes,
-                               **runtime.limits.body_pace)
-        try:
+    path = await _received(request, runtime)
+    try:
+        with runtime.jobs:
             result = await runtime.job(model, _transcribe_file, model.model, path, name, opts,
                                        runtime.limits.max_audio_seconds)
-        finally:
-            path.unlink(missing_ok=True)
+    finally:
+        path.unlink(missing_ok=True)
     return JSONResponse(result)
+
+
+async def _received(request: Request, runtime: Runtime) -> Path:
+    """The request's body spooled to disk, under a slot for bodies being received: a client
+    trickling its upload holds one of those (until it is dropped for its pace), never one of
+    the few inference slots the others need."""
+    with runtime.receiving:
+        return await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes,
+                               **runtime.limits.body_pace)
 
 
 async def _text(request: Request, runtime: Runtime) -> str:
@@ -204,8 +212,9 @@ async def _text(request: Request, runtime: Runtime) -> str:
 async def synthesize(request: Request) -> Response:
     runtime = _runtime(request)
     model = runtime.model(request.query_params.get("model"), "tts")
-    with runtime.jobs:
+    with runtime.receiving:
         text = await _text(request, runtime)
+    with runtime.jobs:
         speech = await runtime.job(model, _synthesize, model.model, text)
     return Response(wav_bytes(speech.waveform, speech.sample_rate), media_type="audio/wav")
 
@@ -215,8 +224,9 @@ async def speech(request: Request) -> Response:
 
     runtime = _runtime(request)
     model = runtime.model(request.query_params.get("model"), "tts")
-    with runtime.jobs:
+    with runtime.receiving:
         text = await _text(request, runtime)
+    with runtime.jobs:
         out = await runtime.job(model, _speech, model.model, text, speech_view)
     return JSONResponse(out)
 
@@ -225,14 +235,13 @@ async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
     """An uploaded recording through ``fn`` (a panel's view) on the job thread."""
     runtime = _runtime(request)
     name = request.query_params.get("filename") or "upload.wav"
-    with runtime.jobs:
-        path = await save_body(request, runtime.uploads, runtime.limits.max_upload_bytes,
-                               **runtime.limits.body_pace)
-        try:
+    path = await _received(request, runtime)
+    try:
+        with runtime.jobs:
             out = await runtime.job(model, _analyse, fn, path, name,
                                     runtime.limits.max_analysis_seconds)
-        finally:
-            path.unlink(missing_ok=True)
+    finally:
+        path.unlink(missing_ok=True)
     return JSONResponse(out)
 
 

@@ -36,7 +36,8 @@ class ServeLimits:
     ``max_upload_mb`` [--max-upload-mb]: largest request body; ``max_streams``
     [--max-streams]: live recognition streams at once (sized for 2 cores: see
     ``benchmarks/serve_load.py``); ``workers`` [--workers]: threads for streaming steps;
-    ``max_jobs``: HTTP inference requests running or waiting; ``max_pending_seconds``: audio a
+    ``max_jobs``: HTTP inference requests running or waiting; ``max_receiving``: request
+    bodies being received (apart from the jobs, so slow uploads cannot hold inference slots); ``max_pending_seconds``: audio a
     stream has received but not yet decoded; ``max_buffered_seconds``: a recording kept whole
     for a model that decodes at ``done``; ``max_frame_mb``: largest WebSocket frame;
     ``max_text_chars``: text to synthesize; ``max_analysis_seconds``: audio the attention and
@@ -54,6 +55,7 @@ class ServeLimits:
     max_streams: int = ranged(8, ge=1, le=1024)
     workers: int = ranged(2, ge=1, le=64)
     max_jobs: int = ranged(4, ge=1, le=256)
+    max_receiving: int = ranged(32, ge=1, le=1024)
     max_pending_seconds: float = ranged(30.0, gt=0, le=3600)
     max_buffered_seconds: float = ranged(600.0, gt=0, le=36000)
     max_frame_mb: float = ranged(4.0, gt=0, le=256)
@@ -120,6 +122,7 @@ class Runtime:
         self.job_pool = ThreadPoolExecutor(1, thread_name_prefix="serve-job")
         self.streams = Slots(limits.max_streams, "streams")
         self.jobs = Slots(limits.max_jobs, "requests")
+        self.receiving = Slots(limits.max_receiving, "uploads being received")
         self.locks = {name: threading.Lock() for name in self.models}
         # Uploads are spooled here; a server killed outright (SIGKILL) leaves its spool, which
         # the next server started in the same temporary directory removes (make_temp_dir).
