@@ -209,26 +209,26 @@ async def _text(request: Request, runtime: Runtime) -> str:
     return text
 
 
-async def synthesize(request: Request) -> Response:
+async def _speak(request: Request, fn: Any, *args: Any) -> Any:
+    """``fn(model, text, *args)`` on the job thread for the TTS model and the JSON text the
+    request names (the body received under its own slot, the job under a job slot)."""
     runtime = _runtime(request)
     model = runtime.model(request.query_params.get("model"), "tts")
     with runtime.receiving:
         text = await _text(request, runtime)
     with runtime.jobs:
-        speech = await runtime.job(model, _synthesize, model.model, text)
+        return await runtime.job(model, fn, model.model, text, *args)
+
+
+async def synthesize(request: Request) -> Response:
+    speech = await _speak(request, _synthesize)
     return Response(wav_bytes(speech.waveform, speech.sample_rate), media_type="audio/wav")
 
 
 async def speech(request: Request) -> Response:
     from speechlab.serve.panels import speech_view
 
-    runtime = _runtime(request)
-    model = runtime.model(request.query_params.get("model"), "tts")
-    with runtime.receiving:
-        text = await _text(request, runtime)
-    with runtime.jobs:
-        out = await runtime.job(model, _speech, model.model, text, speech_view)
-    return JSONResponse(out)
+    return JSONResponse(await _speak(request, _speech, speech_view))
 
 
 async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
