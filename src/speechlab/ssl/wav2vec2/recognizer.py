@@ -59,6 +59,11 @@ class CtcLabels:
     unk: str = "<unk>"
     lower: bool = False
     clean_up: bool = False
+    # The tokenizer's special tokens (<s>, </s>, <unk>): left out of the text, as transformers'
+    # pipelines leave them (skip_special_tokens), but only after repeats are grouped, so that
+    # one between two equal letters keeps them apart as CTC reads them (transformers drops
+    # them, and the pad, first: "l <pad> l" would read "l").
+    special: tuple[str, ...] = ()
 
     @classmethod
     def of_tokenizer(cls, tokenizer: GraphemeTokenizer) -> CtcLabels:
@@ -66,12 +71,13 @@ class CtcLabels:
 
     def to_json(self) -> dict[str, Any]:
         return {"symbols": list(self.symbols), "blank": self.blank, "delimiter": self.delimiter,
-                "unk": self.unk, "lower": self.lower, "clean_up": self.clean_up}
+                "unk": self.unk, "lower": self.lower, "clean_up": self.clean_up,
+                "special": list(self.special)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> CtcLabels:
         return cls(tuple(d["symbols"]), int(d["blank"]), d["delimiter"], d["unk"],
-                   bool(d["lower"]), bool(d["clean_up"]))
+                   bool(d["lower"]), bool(d["clean_up"]), tuple(d.get("special", ())))
 
     def _symbol(self, i: int) -> str:
         return self.symbols[i] if 0 <= i < len(self.symbols) else self.unk
@@ -96,7 +102,8 @@ class CtcLabels:
         strings = [self._symbol(int(i)) for i in path]
         grouped = [s for k, s in enumerate(strings) if k == 0 or strings[k - 1] != s]
         pad = self.symbols[self.blank]
-        text = "".join(" " if s == self.delimiter else s for s in grouped if s != pad).strip()
+        text = " ".join("".join(" " if s == self.delimiter else s for s in grouped
+                                if s != pad and s not in self.special).split())
         if self.lower:
             text = text.lower()
         if self.clean_up:
@@ -113,7 +120,7 @@ class CtcLabels:
             if boundary and cur:
                 words.append(Word(cur, offset + start * frame_seconds, offset + end * frame_seconds))
                 cur = ""
-            if self.delimiter is not None and sym == self.delimiter:
+            if (self.delimiter is not None and sym == self.delimiter) or sym in self.special:
                 continue
             if not cur:
                 start = a
@@ -377,6 +384,12 @@ def hf_labels(directory: Path) -> CtcLabels:
     pad = token("pad_token", "<pad>")
     model_cfg = _read_json(directory / "config.json", {}) or {}
     blank = vocab.get(pad, model_cfg.get("pad_token_id", 0))
-    return CtcLabels(tuple(symbols), int(blank), token("word_delimiter_token", "|"),
+    delimiter = token("word_delimiter_token", "|")
+    specials = {token(name, default) for name, default in (("bos_token", "<s>"),
+                                                            ("eos_token", "</s>"),
+                                                            ("unk_token", "<unk>"))}
+    specials |= {t for t in added if isinstance(t, str) and t.startswith("<") and t.endswith(">")}
+    return CtcLabels(tuple(symbols), int(blank), delimiter,
                      token("unk_token", "<unk>"), bool(config.get("do_lower_case", False)),
-                     bool(config.get("clean_up_tokenization_spaces", False)))
+                     bool(config.get("clean_up_tokenization_spaces", False)),
+                     tuple(sorted(t for t in specials if t in tokens and t not in (pad, delimiter))))
