@@ -51,3 +51,62 @@ def test_missing_voices_are_named_with_their_packages(monkeypatch):
     monkeypatch.setattr(festival, "installed_voices", lambda: frozenset({"kal_diphone"}))
     with pytest.raises(MissingToolError, match="apt-get install festvox-hi-nsk festvox-kdlpc16k"):
         festival.check_voices(["kal_diphone", "ked_diphone", "hindi_NSK_diphone"])
+
+
+def test_a_killed_parent_leaves_no_festival_and_its_scratch_goes_with_the_next(tmp_path,
+                                                                               monkeypatch):
+    """SIGKILL a process while festival speaks for it: festival dies with it (Linux's
+    parent-death signal, through setpriv), and the scratch directory it left is removed by
+    the next process that makes one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from speechlab.utils import dies_with_parent, scratch_dir
+
+    if dies_with_parent(["x"]) == ["x"]:
+        pytest.skip("no setpriv here: festival cannot be tied to its parent")
+    # some 40 s of festival's work: longer than the wait below for it to die
+    text = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 400)
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import sys; from speechlab.tts.synthesis import labels_of_text; "
+                              "labels_of_text(sys.argv[1])", text],
+                             env={**os.environ, "TMPDIR": str(tmp_path)})
+
+    def festival_of(pid: int) -> list[int]:
+        found = []
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                try:
+                    stat = open(f"/proc/{d}/stat").read()
+                except OSError:
+                    continue
+                name, ppid = stat.split("(", 1)[1].split(")")[0], int(stat.rsplit(")", 1)[1].split()[1])
+                if name == "festival" and ppid == pid:
+                    found.append(int(d))
+        return found
+
+    deadline = time.monotonic() + 60
+    while not (speakers := festival_of(child.pid)) and time.monotonic() < deadline:
+        assert child.poll() is None, "the child ended before festival was seen"
+        time.sleep(0.05)
+    assert speakers, "festival never started"
+    assert list(tmp_path.glob(".speechlab-festival-*.tmp"))
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{p}") for p in speakers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = [p for p in speakers if os.path.exists(f"/proc/{p}")]
+    for p in alive:  # not to leave it running when the check fails
+        os.kill(p, signal.SIGKILL)
+    assert not alive, "festival outlived its parent"
+    left = list(tmp_path.glob(".speechlab-festival-*.tmp"))
+    assert left  # SIGKILL: nothing removed it ...
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with scratch_dir("speechlab-festival") as mine:
+        assert mine.is_dir() and not any(p.exists() for p in left)  # ... the next one did
+    assert not mine.exists()

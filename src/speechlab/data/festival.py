@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -31,6 +30,7 @@ import numpy as np
 import soundfile as sf
 
 from speechlab.errors import DataError, MissingToolError
+from speechlab.utils import dies_with_parent, scratch_dir
 
 SAMPLE_RATE = 16000
 
@@ -108,7 +108,8 @@ def _run(items: Sequence[FestivalItem], work: Path) -> list[np.ndarray | None]:
     those it did not write (it stopped before them)."""
     script = work / "batch.scm"
     script.write_text(_script(items, work), encoding="utf-8")
-    subprocess.run(["festival", "-b", str(script)], capture_output=True, timeout=600)
+    subprocess.run(dies_with_parent(["festival", "-b", str(script)]), capture_output=True,
+                   timeout=600)
     out: list[np.ndarray | None] = []
     for i in range(len(items)):
         path = work / f"{i}.wav"
@@ -134,8 +135,7 @@ def synthesize(items: Sequence[FestivalItem]) -> list[np.ndarray]:
     """Speak ``items`` with festival: int16 (T,) at 16 kHz each, in order; an utterance that
     festival cannot speak comes back empty (length 0)."""
     check_voices(sorted({it.voice for it in items}))
-    with tempfile.TemporaryDirectory(prefix="speechlab-festival-") as tmp:
-        work = Path(tmp)
+    with scratch_dir("speechlab-festival") as work:
         waves = _run(items, work)
         # A failed batch: retry what is missing one utterance at a time, so one sentence
         # festival cannot speak does not take the rest of its batch with it.

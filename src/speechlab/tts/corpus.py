@@ -31,7 +31,6 @@ import logging
 import random
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +43,8 @@ from speechlab.data.corpus import MANIFEST_KINDS, splits_a_build_keeps
 from speechlab.errors import ConfigError, DataError, MissingToolError
 from speechlab.tts.acoustic import SAMPLE_RATE
 from speechlab.tts.labels import FRAME_SECONDS, Labels, load_labels, parse_labels
-from speechlab.utils import atomic_write_json, atomic_write_text, naming, removed_on_failure
+from speechlab.utils import (atomic_write_json, atomic_write_text, dies_with_parent, naming,
+                             removed_on_failure, scratch_dir)
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,8 @@ def festival_synthesize(items: Sequence[tuple[str, str]], work: Path, voice: str
     work.mkdir(parents=True, exist_ok=True)
     script = work / "batch.scm"
     script.write_text(festival_script(items, work, voice), encoding="utf-8")
-    proc = subprocess.run([binary, "-b", str(script)], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(dies_with_parent([binary, "-b", str(script)]), capture_output=True,
+                          text=True, timeout=600)
     out = {}
     for utt_id, text in items:
         wav, lab = work / f"{utt_id}.wav", work / f"{utt_id}.lab"
@@ -265,7 +266,7 @@ def make_tts_corpus(cfg: TtsCorpusConfig, out_dir: str | Path, *,
                  "test": sentences[cut2:]}
         summary: dict = {"splits": {}, "synthetic": {"voice": VOICE, "text": "harvested English"},
                          "sample_rate": SAMPLE_RATE, "config": to_dict(cfg), "kind": "tts"}
-        with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
+        with scratch_dir("speechlab-festival") as tmp:
             for split in SPLITS:
                 budget = cfg.minutes * 60 * fractions[split]
                 utts = _speak_split(cfg, split, pools[split], budget, out, Path(tmp), made)

@@ -34,7 +34,7 @@ from speechlab.errors import DataError
 from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
 from speechlab.tts.labels import InputNormalizer, Labels
 from speechlab.tts.questions import QuestionSet
-from speechlab.utils import atomic_path
+from speechlab.utils import atomic_path, scratch_dir
 
 SIDECAR = "tts.json"      # in each model directory: normalizers, question set source
 QUESTIONS_NAME = "questions.hed"
@@ -243,7 +243,6 @@ class Synthesizer(ModelBase):
 def labels_of_text(text: str) -> Labels:
     """Phone-aligned HTS labels of ``text`` from festival's front end (the SLT voice the
     embedded corpus was made with)."""
-    import tempfile
 
     from speechlab.tts.corpus import festival_synthesize
     from speechlab.tts.labels import parse_labels
@@ -255,7 +254,7 @@ def labels_of_text(text: str) -> Labels:
     except UnicodeEncodeError as e:  # a lone surrogate: bytes that were not UTF-8 (argv, JSON)
         raise DataError(f"synthesize: the text is not valid Unicode at character {e.start + 1} "
                         f"({text[e.start]!r}); give UTF-8 text") from None
-    with tempfile.TemporaryDirectory(prefix="festival-") as tmp:
+    with scratch_dir("speechlab-festival") as tmp:
         _, lines = festival_synthesize([("text", text)], Path(tmp))["text"]
     return parse_labels(lines, "festival's labels of the text")
 
