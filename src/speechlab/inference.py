@@ -40,7 +40,7 @@ from speechlab.contract import (Model, Recognizer, as_recognizer, as_synthesizer
                                 recognition_options)
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
-from speechlab.package import is_package, load_weights, read_card, read_weights, write_package
+from speechlab.package import is_package, load_network, read_card, write_package
 
 BACKENDS = ("torch", "onnx")
 #: what ``--format onnx`` / ``backend="onnx"`` takes (for the error that refuses the others)
@@ -83,25 +83,12 @@ def load(path: str | Path, *, backend: str | None = None) -> Model:
 
 
 def _network(card: Any, path: Path) -> Any:
-    """The package's network: the model its card describes, first built on the ``meta``
-    device and checked against the weights' header (a card is untrusted input: its sizes are
-    not built before the weights show them), then built for real with the weights loaded."""
-    import torch
-
-    from speechlab.package import check_against_header, weights_header
+    """The package's network, its card checked against its weights before it is built
+    (:func:`speechlab.package.load_network`)."""
     from speechlab.train.card import ModelCard
 
     spec = ModelCard(card.family, card.config)
-    header = weights_header(path)
-    try:
-        with torch.device("meta"):
-            sketch = spec.build(builders(), path)
-    except (TypeError, ValueError, RuntimeError, NotImplementedError) as e:
-        raise DataError(f"{path}: the card's model cannot be built ({e}); export the model "
-                        "again") from None
-    check_against_header(sketch, header, path)
-    del sketch
-    return load_weights(spec.build(builders(), path), read_weights(path), path)
+    return load_network(path, lambda: spec.build(builders(), path))
 
 
 def _on(model: Model, backend: str | None, source: Path) -> Model:

@@ -218,7 +218,8 @@ def check_against_header(model: torch.nn.Module, header: Mapping[str, tuple[tupl
 
 
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """The package's weights (safetensors: reading them runs no code)."""
+    """The package's weights (safetensors: reading them runs no code); :func:`load_network`
+    checks them against the model."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -226,14 +227,27 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     if not file.is_file():
         raise DataError(f"{file} is missing: a package holds its weights there")
     try:
-        weights = load_file(str(file))
+        return load_file(str(file))
     except (SafetensorError, OSError) as e:
         raise DataError(f"{file}: unreadable weights ({e}); export the model again") from None
-    bad = [k for k, v in weights.items() if v.is_floating_point() and not torch.isfinite(v).all()]
-    if bad:
-        raise DataError(f"{file}: tensor {bad[0]!r} holds NaN or inf ({len(bad)} such tensors): "
-                        "the model diverged; export a good checkpoint")
-    return weights
+
+
+def load_network(path: str | Path, build: Any) -> torch.nn.Module:
+    """The package's network, in eval mode: ``build()`` (the card's model, from its family's
+    builder) first on the ``meta`` device, checked against the weights' header
+    (:func:`check_against_header`: a card is untrusted input, and its sizes are not built
+    before the weights show them), then for real with the weights loaded and checked
+    (:func:`load_weights`: types, NaN, inf)."""
+    header = weights_header(path)
+    try:
+        with torch.device("meta"):
+            sketch = build()
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as e:
+        raise DataError(f"{path}: the card's model cannot be built ({e}); export the model "
+                        "again") from None
+    check_against_header(sketch, header, path)
+    del sketch
+    return load_weights(build(), read_weights(path), path)
 
 
 def load_weights(model: torch.nn.Module, weights: Mapping[str, torch.Tensor], source: object

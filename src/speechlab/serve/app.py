@@ -31,21 +31,24 @@ default the loopback names; ``speechlab serve --allowed-hosts``), so a DNS-rebin
 cannot reach the server under a name of its own; a browser's Origin, when sent, must name one
 of them too (not merely match Host, which such a page controls); and with a token
 (``--token`` / ``SPEECHLAB_TOKEN``) every request carries it: ``Authorization: Bearer TOKEN``,
-``?token=TOKEN``, or the cookie that ``GET /?token=TOKEN`` sets for the page. Nothing a client sends names a file on the server,
-and nothing is unpickled: models are loaded before the server starts.
+``?token=TOKEN``, or the cookie that ``GET /?token=TOKEN`` sets for the page. Nothing a client
+sends names a file on the server, and nothing is unpickled: models are loaded before the server
+starts.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hmac
 import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -103,13 +106,9 @@ class Access:
         auth = headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             return auth[7:].strip()
-        from urllib.parse import parse_qs
-
         given = parse_qs(query).get("token")
         if given:
             return given[0]
-        from http.cookies import SimpleCookie
-
         cookie = SimpleCookie()
         try:
             cookie.load(headers.get("cookie", ""))
@@ -120,8 +119,6 @@ class Access:
     def allows_token(self, given: str | None) -> bool:
         if self.token is None:
             return True
-        import hmac
-
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
 

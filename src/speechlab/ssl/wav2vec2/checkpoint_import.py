@@ -367,7 +367,7 @@ def load_pretrained(path: str | Path) -> nn.Module:
     from speechlab.train.card import ModelCard, best_or_latest, read_card
     from speechlab.train.checkpoint import load_model_weights
 
-    from speechlab.package import is_package, read_card as read_package_card, read_weights
+    from speechlab.package import is_package, load_network, read_card as read_package_card
 
     path = Path(path)
     if not path.exists():
@@ -379,9 +379,8 @@ def load_pretrained(path: str | Path) -> nn.Module:
             card = read_package_card(path)
             if card.family not in BUILDERS:
                 raise DataError(f"{path}: a package of a {card.family!r} model, not wav2vec 2.0")
-            model = ModelCard(card.family, card.config).build(BUILDERS, path)
-            model.load_state_dict(read_weights(path))
-            return model.eval()
+            spec = ModelCard(card.family, card.config)
+            return load_network(path, lambda: spec.build(BUILDERS, path))
         path = best_or_latest(path)  # a speechlab run directory
     ckpt = read_pickled(path)
     if not isinstance(ckpt, dict):
