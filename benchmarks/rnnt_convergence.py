@@ -30,8 +30,8 @@ import torch
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.config import SearchConfig
-from speechlab.asr.rnnt.decode import decode_known
-from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig, prepare_data
+from speechlab.papers.multisoftmax.decoding import decode_known
+from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig, prepare_data
 from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
 from speechlab.experiment.recipes import load_recipe
 from speechlab.config import load_config

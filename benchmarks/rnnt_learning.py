@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from speechlab.asr.rnnt.config import EarlyStopConfig
-from speechlab.asr.rnnt.decode import decode_known, decode_without_language
+from speechlab.papers.multisoftmax.decoding import decode_known, decode_without_language
 from speechlab.asr.rnnt.model import build, load
-from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig, prepare_data, test_set
+from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig, prepare_data, test_set
 from speechlab.asr.rnnt.training import train_model
 from speechlab.config import load_config
 from speechlab.experiment.recipes import recipe_path

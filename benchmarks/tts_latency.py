@@ -150,7 +150,7 @@ def run_mcd(run: Path) -> None:
     from speechlab.experiment.recipes import load_recipe  # noqa: F401 (config classes)
     from speechlab.config import load_config
     from speechlab.tts.model import load as load_trained
-    from speechlab.tts.recipe import SaladConfig, prepare_data
+    from speechlab.papers.salad.recipe import SaladConfig, prepare_data
     from speechlab.tts.task import predict, score
 
     cfg = load_config(SaladConfig, run / "config.yaml")

@@ -59,8 +59,8 @@ def test_cli_options_from_dataclass():
 # Numeric ranges: declared on the field, checked where the config is loaded.
 
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, ModelDims, RNNTConfig, SearchConfig  # noqa: E402
-from speechlab.asr.ctc.recipe import TopologiesConfig  # noqa: E402
-from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig  # noqa: E402
+from speechlab.papers.topologies.recipe import TopologiesConfig  # noqa: E402
+from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig  # noqa: E402
 from speechlab.asr.rnnt.task import TaskConfig  # noqa: E402
 from speechlab.audio.features import FbankConfig  # noqa: E402
 from speechlab.audio.transforms import SpecAugmentConfig  # noqa: E402
@@ -74,10 +74,10 @@ from speechlab.ssl.wav2vec2.finetune import FinetuneTaskConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.model import CtcConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.pretrain import PretrainTaskConfig  # noqa: E402
 from speechlab.ssl.wav2vec2.decode import LmSearchConfig  # noqa: E402
-from speechlab.ssl.wav2vec2.recipe import LocalAttentionConfig  # noqa: E402
+from speechlab.papers.local_attention.recipe import LocalAttentionConfig  # noqa: E402
 from speechlab.tts.corpus import TtsCorpusConfig  # noqa: E402
 from speechlab.tts.model import AcousticModelConfig  # noqa: E402
-from speechlab.tts.recipe import SaladConfig  # noqa: E402
+from speechlab.papers.salad.recipe import SaladConfig  # noqa: E402
 from speechlab.tts.task import TtsTaskConfig  # noqa: E402
 
 # Every config dataclass of the package; a new paper's configs join this list.

@@ -3,7 +3,7 @@
 A long run (the converged scale) writes its report only when every job is done; the models of
 Table 2 (language known) are trained and decoded early (the plan runs them first) and their
 decodings are kept in ``RUN/decoded/``. This prints Table 2's WER and CER tables, as the report
-does (``speechlab.asr.rnnt.tables``: word-weighted average, WERR/CERR against Monolingual with
+does (``speechlab.papers.multisoftmax.tables``: word-weighted average, WERR/CERR against Monolingual with
 the paired-bootstrap 95% interval), for the rows whose decodings are kept: Monolingual (all
 four languages' models) and each multilingual model trained from scratch.
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from speechlab.experiment.decoded import kept_or_decoded, load_decoded, save_decoded
-from speechlab.tts.recipe import SaladDecoding
+from speechlab.papers.salad.recipe import SaladDecoding
 
 
 def _salad():

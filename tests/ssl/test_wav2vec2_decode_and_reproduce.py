@@ -145,7 +145,7 @@ def test_reproduce_local_attention_runs_with_the_fbank_front_end(tmp_path):
                                     {"token_min_logp": 0.5}])
 def test_local_attention_config_refuses_bad_front_end_and_pruning(change):
     from speechlab.errors import ConfigError
-    from speechlab.ssl.wav2vec2.recipe import LocalAttentionConfig
+    from speechlab.papers.local_attention.recipe import LocalAttentionConfig
 
     with pytest.raises(ConfigError):
         LocalAttentionConfig(**change)

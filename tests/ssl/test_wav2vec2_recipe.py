@@ -12,7 +12,7 @@ from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.ssl.wav2vec2.decode import LmDecoding
 from speechlab.ssl.wav2vec2.diagnose import BlockDiagnosis
-from speechlab.ssl.wav2vec2.recipe import (
+from speechlab.papers.local_attention.recipe import (
     Diagnosis,
     FineTuning,
     LocalAttentionConfig,
@@ -22,8 +22,8 @@ from speechlab.ssl.wav2vec2.recipe import (
     VariantDecoding,
     fine_tuning,
 )
-from speechlab.ssl.wav2vec2.reproduce import LocalAttentionPaper
-from speechlab.ssl.wav2vec2.tables import table1
+from speechlab.papers.local_attention.reproduce import LocalAttentionPaper
+from speechlab.papers.local_attention.tables import table1
 from speechlab.ssl.wav2vec2.training import Utterance
 
 

@@ -10,9 +10,9 @@ from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.tts.evaluate import Evaluation
 from speechlab.tts.features import TtsUtteranceData
-from speechlab.tts.recipe import ROLES, Role, SaladConfig, SaladDecoding
-from speechlab.tts.reproduce import SaladPaper
-from speechlab.tts.tables import _by_role, table2
+from speechlab.papers.salad.recipe import ROLES, Role, SaladConfig, SaladDecoding
+from speechlab.papers.salad.reproduce import SaladPaper
+from speechlab.papers.salad.tables import _by_role, table2
 
 
 def test_roles_name_their_partner_title_and_directory():

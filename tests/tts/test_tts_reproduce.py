@@ -110,7 +110,7 @@ def test_salad_recipes_use_noam_with_the_models_width():
     from speechlab.experiment.recipes import load_recipe
     from speechlab.train.schedule import noam
     from speechlab.train.config import ScheduleConfig
-    from speechlab.tts.recipe import SaladConfig
+    from speechlab.papers.salad.recipe import SaladConfig
 
     cfg = SaladConfig()
     assert cfg.salad_train.schedule.name == "noam" and cfg.salad_train.schedule.warmup_steps == 4000
@@ -127,7 +127,7 @@ def test_salad_recipes_use_noam_with_the_models_width():
 def test_output_conv_reaches_the_salad_models_only():
     from speechlab.tts.evaluate import output_conv_width
     from speechlab.tts.model import build_from_config
-    from speechlab.tts.recipe import Role, SaladConfig, model_config
+    from speechlab.papers.salad.recipe import Role, SaladConfig, model_config
 
     big_rnn, big_salad = Role("big", "rnn"), Role("big", "salad")
     cfg = SaladConfig(models={"big_rnn": "tiny_rnn", "big_salad": "tiny_salad"}, output_conv=5)

@@ -1,7 +1,7 @@
 """Slow, obviously correct references for token graphs and the graph loss (tests only).
 
 Everything here works on :class:`speechlab.asr.ctc.topology.Arcs` -- plain arc lists, each arc
-consuming one frame -- and shares no code with :mod:`speechlab.asr.ctc.graph` or its kernel:
+consuming one frame -- and shares no code with :mod:`speechlab.asr.ctc.loss_graphs` or its kernel:
 
 * :func:`count_paths`: for each token sequence, the number of paths of a graph that read it
   (and, optionally, output a given phone sequence), by dynamic programming over arcs;

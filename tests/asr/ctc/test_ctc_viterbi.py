@@ -188,7 +188,7 @@ def test_decode_topology_decodes_planted_utterances_and_measures_their_lattices(
     acoustic weight tuned on dev, the planted words from Viterbi and from both prefix
     searches, and a lattice measured for every test utterance."""
     from speechlab.asr.ctc.phones import PhoneTokenizer
-    from speechlab.asr.ctc.transcribe import GraphDecodingConfig, decode_topology
+    from speechlab.papers.topologies.decoding import GraphDecodingConfig, decode_topology
     from speechlab.asr.data import Utterance
 
     lang, G = plant

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from speechlab.asr.ctc import graph, topology
+from speechlab.asr.ctc import loss_graphs, topology
 from speechlab.asr.ctc.loss import graph_loss
 
 NAMES = list(topology.TOPOLOGIES)
@@ -17,7 +17,7 @@ FIELDS = ("column", "in_ptr", "in_src", "out_ptr", "out_dst", "final", "start", 
           "hi")
 
 
-def assert_same_graph(a: graph.GraphBatch, b: graph.GraphBatch) -> None:
+def assert_same_graph(a: loss_graphs.GraphBatch, b: loss_graphs.GraphBatch) -> None:
     for field in FIELDS:
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
 
@@ -25,29 +25,29 @@ def assert_same_graph(a: graph.GraphBatch, b: graph.GraphBatch) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_denominator_equals_a_fresh_one(name):
     for num_phones, blank in ((3, 0), (7, 0), (7, 5)):
-        cached = graph.denominator(name, num_phones, blank)
-        assert graph.denominator(name, num_phones, blank) is cached
-        assert_same_graph(cached, graph.denominator.__wrapped__(name, num_phones, blank))
+        cached = loss_graphs.denominator(name, num_phones, blank)
+        assert loss_graphs.denominator(name, num_phones, blank) is cached
+        assert_same_graph(cached, loss_graphs.denominator.__wrapped__(name, num_phones, blank))
 
 
 def test_denominators_of_other_phone_counts_or_blanks_are_other_entries():
-    small, large = graph.denominator("S2-T1", 3), graph.denominator("S2-T1", 4)
+    small, large = loss_graphs.denominator("S2-T1", 3), loss_graphs.denominator("S2-T1", 4)
     assert small is not large and len(small.column) != len(large.column)
-    moved = graph.denominator("S2-T1", 3, blank=2)
+    moved = loss_graphs.denominator("S2-T1", 3, blank=2)
     assert moved is not small and not np.array_equal(moved.column, small.column)
     # "★" and "*" name one topology, but no entry serves another topology.
-    assert graph.denominator("S2-T1*", 3).column.tolist() == \
-        graph.denominator("S2-T1★", 3).column.tolist()
-    assert graph.denominator("S2-T2", 3) is not graph.denominator("S2-T2★", 3)
+    assert loss_graphs.denominator("S2-T1*", 3).column.tolist() == \
+        loss_graphs.denominator("S2-T1★", 3).column.tolist()
+    assert loss_graphs.denominator("S2-T2", 3) is not loss_graphs.denominator("S2-T2★", 3)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_arrays_are_read_only(name):
-    den = graph.denominator(name, 3)
+    den = loss_graphs.denominator(name, 3)
     for field in ("column", "in_ptr", "in_src", "out_ptr", "out_dst", "final"):
         with pytest.raises(ValueError):
             getattr(den, field)[0] = 1
-    for array in graph._template_arrays(topology.get(name).name):
+    for array in loss_graphs._template_arrays(topology.get(name).name):
         with pytest.raises(ValueError):
             array[0] = 1
 
@@ -55,8 +55,8 @@ def test_cached_arrays_are_read_only(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_cached_template_equals_the_topology_written_out(name):
     topo = topology.get(name)
-    ptr, offset, condition = graph._template_arrays(topo.name)
-    template = graph._numerator_template(topo)
+    ptr, offset, condition = loss_graphs._template_arrays(topo.name)
+    template = loss_graphs._numerator_template(topo)
     assert [slot for slot, _ in template] == list(range(topo.states + 1))
     assert ptr.tolist() == np.cumsum([0] + [len(arcs) for _, arcs in template]).tolist()
     assert list(zip(offset.tolist(), condition.tolist())) == \

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from speechlab.asr.ctc import graph, topology
+from speechlab.asr.ctc import loss_graphs, topology
 from speechlab.asr.ctc._graph_numba import _split_emissions, log_total_score
 from speechlab.asr.ctc.loss import graph_loss
 
@@ -22,7 +22,7 @@ F64 = torch.float64
 NAMES = list(topology.TOPOLOGIES)
 
 
-def reference_log_z(g: graph.GraphBatch, log_probs: torch.Tensor) -> torch.Tensor:
+def reference_log_z(g: loss_graphs.GraphBatch, log_probs: torch.Tensor) -> torch.Tensor:
     """log TotalScore of a one-utterance graph under (T, V) log_probs, in torch (differentiable).
 
     Nodes no path has reached are ``None`` rather than -inf, so autograd never meets a
@@ -121,7 +121,7 @@ def test_numerator_far_outside_exp_range_equals_torch_reference(name):
                       torch.tensor([len(phones)]), name, denominator=False)
     (g_ours,) = torch.autograd.grad(ours.sum(), x)
 
-    num = graph.numerator(name, np.array([phones]), np.array([len(phones)]), 3).select(0)
+    num = loss_graphs.numerator(name, np.array([phones]), np.array([len(phones)]), 3).select(0)
     y = lp.clone().requires_grad_(True)
     log_z = reference_log_z(num, y)
     (g_ref,) = torch.autograd.grad(log_z, y)
@@ -137,7 +137,7 @@ def test_denominator_far_outside_exp_range_equals_torch_reference(name):
     lp = far_apart(name, 2, frames, seed=7)
     args = (torch.tensor([frames]), torch.tensor([phones]), torch.tensor([2]), name)
     log_den = (graph_loss(lp[None], *args) - graph_loss(lp[None], *args, denominator=False))
-    den = graph.denominator(name, 2)
+    den = loss_graphs.denominator(name, 2)
     x = lp.numpy()[None]
     occupancy = np.zeros_like(x)
     floor = math.log(np.finfo(np.float64).tiny)

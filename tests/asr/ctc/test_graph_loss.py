@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from speechlab.asr.ctc import graph, topology
+from speechlab.asr.ctc import loss_graphs, topology
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.loss import graph_loss
 from speechlab.errors import ConfigError, DataError
@@ -226,7 +226,7 @@ def test_gradient_rows_are_minus_numerator_plus_denominator_occupancy():
 def both_domains(name, log_probs):
     """(log Z, occupancies) of the denominator of one (T, V) utterance by the scaled kernel
     (None if it gives up) and by the log-domain kernel."""
-    den = graph.denominator(name, (log_probs.shape[1] - 1) // topology.get(name).states)
+    den = loss_graphs.denominator(name, (log_probs.shape[1] - 1) // topology.get(name).states)
     x = log_probs[None].astype(np.float64)
     with np.errstate(invalid="ignore"):
         shift = log_probs.max(1)

@@ -3,10 +3,10 @@ by a job that holds it, and the tables find a decoding through its job, not its 
 
 from __future__ import annotations
 
-from speechlab.asr.ctc.recipe import ModelSpec, TopologiesConfig
-from speechlab.asr.ctc.reproduce import TopologiesPaper
-from speechlab.asr.ctc.tables import _decodings
-from speechlab.asr.ctc.transcribe import TopologyDecoding
+from speechlab.papers.topologies.recipe import ModelSpec, TopologiesConfig
+from speechlab.papers.topologies.reproduce import TopologiesPaper
+from speechlab.papers.topologies.tables import _decodings
+from speechlab.papers.topologies.decoding import TopologyDecoding
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 
 

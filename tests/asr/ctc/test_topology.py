@@ -1,6 +1,6 @@
 """The properties of TOPOLOGIES.md for every topology, and the loss graphs built from them.
 
-References are independent of :mod:`speechlab.asr.ctc.graph` and its kernel: the token graph
+References are independent of :mod:`speechlab.asr.ctc.loss_graphs` and its kernel: the token graph
 ``T`` of ``topology.arcs`` walked arc by arc (:mod:`speechlab.testing.graphs`), brute-force
 enumeration of token sequences, and OpenFst's composition (``kaldifst.compose``).
 """
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speechlab.asr.ctc import graph, topology
+from speechlab.asr.ctc import loss_graphs, topology
 from speechlab.asr.ctc._graph_numba import log_total_score
 from speechlab.testing.graphs import count_paths, fst_arcs, token_sequences
 from speechlab.testing.graphs import log_total_score as reference_log_score
@@ -25,7 +25,7 @@ NAMES = list(topology.TOPOLOGIES)
 SETTINGS = settings(max_examples=25, deadline=None)
 
 
-def kernel_log_score(g: graph.GraphBatch, log_probs: np.ndarray, b: int = 0) -> float:
+def kernel_log_score(g: loss_graphs.GraphBatch, log_probs: np.ndarray, b: int = 0) -> float:
     """log TotalScore of utterance b's graph under (T, V) log_probs, by the loss's kernel."""
     one = g.select(b)
     empty = np.zeros((0, 0, 0))
@@ -33,7 +33,7 @@ def kernel_log_score(g: graph.GraphBatch, log_probs: np.ndarray, b: int = 0) -> 
                            False, empty, -708.0)
 
 
-def as_arcs(g: graph.GraphBatch) -> topology.Arcs:
+def as_arcs(g: loss_graphs.GraphBatch) -> topology.Arcs:
     """An epsilon-free one-utterance GraphBatch as an arc list (tokens = columns, blank 0)."""
     assert g.eps[0] == g.hi[0]
     dst = np.repeat(np.arange(len(g.column)), np.diff(g.in_ptr))
@@ -51,8 +51,8 @@ def phone_problems(max_phones: int = 3, max_len: int = 3):
     )
 
 
-def numerator_of(name: str, num_phones: int, phones: list[int]) -> graph.GraphBatch:
-    return graph.numerator(name, np.array([phones + [0]]), np.array([len(phones)]),
+def numerator_of(name: str, num_phones: int, phones: list[int]) -> loss_graphs.GraphBatch:
+    return loss_graphs.numerator(name, np.array([phones + [0]]), np.array([len(phones)]),
                            num_phones).select(0)
 
 
@@ -104,7 +104,7 @@ def test_shortest_path_of_one_phone_has_min_frames_and_no_blank(problem):
         assert feasible == (frames >= topo.min_frames)
 
 
-def numerator_paths(num: graph.GraphBatch, frames: int) -> list[list[int]]:
+def numerator_paths(num: loss_graphs.GraphBatch, frames: int) -> list[list[int]]:
     """Every accepted node sequence of a one-utterance numerator (start node first)."""
     into = {n: num.in_src[num.in_ptr[n]:num.in_ptr[n + 1]] for n in range(len(num.column))}
     out: dict[int, list[int]] = {n: [] for n in range(len(num.column))}
@@ -186,7 +186,7 @@ def test_numerator_batch_equals_its_utterances_built_alone():
     targets = np.array([[2, 2, 1], [1, -5, 99], [3, 1, 3]])  # padding holds anything
     lengths = np.array([3, 1, 0])
     for name in NAMES:
-        batch = graph.numerator(name, targets, lengths, 3)
+        batch = loss_graphs.numerator(name, targets, lengths, 3)
         assert np.array_equal(batch.lo[1:], batch.hi[:-1]) and batch.lo[0] == 0
         for b in range(3):
             alone = numerator_of(name, 3, targets[b, :lengths[b]].tolist())
@@ -205,7 +205,7 @@ def test_denominator_accepts_every_token_sequence_of_t_with_its_path_count(
     name, num_phones, frames
 ):
     t_graph = topology.arcs(name, num_phones)
-    den = graph.denominator(name, num_phones)
+    den = loss_graphs.denominator(name, num_phones)
     vocab = topology.num_tokens(name, num_phones)
     seqs = token_sequences(vocab, frames)
     expected = count_paths(t_graph, seqs)
@@ -223,7 +223,7 @@ def test_denominator_total_score_equals_t_arc_by_arc(name, num_phones, frames, s
     log_probs = np.random.default_rng(seed).normal(
         size=(frames, topology.num_tokens(name, num_phones)))
     expected = reference_log_score(topology.arcs(name, num_phones), log_probs)
-    ours = kernel_log_score(graph.denominator(name, num_phones), log_probs)
+    ours = kernel_log_score(loss_graphs.denominator(name, num_phones), log_probs)
     assert ours == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
@@ -238,7 +238,7 @@ def test_s1_t1_accepts_every_token_sequence_exactly_once(frames):
 def test_s1_t1_denominator_is_one_for_normalised_emissions(num_phones, frames, seed):
     logits = np.random.default_rng(seed).normal(scale=3.0, size=(frames, num_phones + 1))
     log_probs = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
-    score = kernel_log_score(graph.denominator("S1-T1", num_phones), log_probs)
+    score = kernel_log_score(loss_graphs.denominator("S1-T1", num_phones), log_probs)
     assert score == pytest.approx(0.0, abs=1e-12)
 
 
@@ -249,14 +249,14 @@ def test_other_topologies_denominator_is_below_one():
         vocab = topology.num_tokens(name, 3)
         logits = rng.normal(size=(6, vocab))
         log_probs = logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)
-        assert kernel_log_score(graph.denominator(name, 3), log_probs) < -1e-3
+        assert kernel_log_score(loss_graphs.denominator(name, 3), log_probs) < -1e-3
 
 
 def test_columns_move_the_blank_and_keep_phone_tokens_in_order():
     topo = topology.get("S2-T1")
-    assert graph.columns(topo, 2).tolist() == [0, 1, 2, 3, 4]
-    assert graph.columns(topo, 2, blank=4).tolist() == [4, 0, 1, 2, 3]
-    assert graph.columns(topo, 2, blank=2).tolist() == [2, 0, 1, 3, 4]
+    assert loss_graphs.columns(topo, 2).tolist() == [0, 1, 2, 3, 4]
+    assert loss_graphs.columns(topo, 2, blank=4).tolist() == [4, 0, 1, 2, 3]
+    assert loss_graphs.columns(topo, 2, blank=2).tolist() == [2, 0, 1, 3, 4]
 
 
 # ------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from speechlab.asr.data import Utterance
-from speechlab.asr.rnnt.recipe import Data, MultiSoftmaxConfig, decode_set
-from speechlab.asr.rnnt.reproduce import MultiSoftmaxPaper
+from speechlab.papers.multisoftmax.recipe import Data, MultiSoftmaxConfig, decode_set
+from speechlab.papers.multisoftmax.reproduce import MultiSoftmaxPaper
 from speechlab.errors import ConfigError
 from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.train import TrainConfig

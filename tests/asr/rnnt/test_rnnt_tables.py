@@ -7,9 +7,9 @@ import math
 from dataclasses import dataclass
 
 
-from speechlab.asr.rnnt.decode import LidFreeRun
-from speechlab.asr.rnnt.recipe import MultiSoftmaxConfig
-from speechlab.asr.rnnt.tables import early_stop_grid, lid_table
+from speechlab.papers.multisoftmax.decoding import LidFreeRun
+from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig
+from speechlab.papers.multisoftmax.tables import early_stop_grid, lid_table
 from speechlab.experiment.scoring import score
 
 

@@ -1,7 +1,7 @@
 """Numba kernels of the graph loss: forward-backward over a :class:`~.graph.GraphBatch`.
 
 The torch glue lives in :mod:`speechlab.asr.ctc.loss`, the graphs in
-:mod:`speechlab.asr.ctc.graph`; this file holds only the loops.  One call handles one graph of
+:mod:`speechlab.asr.ctc.loss_graphs`; this file holds only the loops.  One call handles one graph of
 one utterance and releases the GIL, so the caller runs a batch on plain Python threads
 (numba's own ``parallel=True`` needs a threading layer that misbehaves here; see
 ``speechlab.asr.rnnt._loss_numba``).

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from speechlab.asr.ctc import graph
+from speechlab.asr.ctc import loss_graphs
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
 from speechlab.errors import ConfigError, DataError
@@ -60,7 +60,7 @@ def graph_loss(
 
     How: the numerator graphs are built as arrays for the batch on every call (one kernel
     call, 0.07 ms for 16 x 100 phones), the denominator once per (topology, P, blank)
-    (:mod:`speechlab.asr.ctc.graph`).  The forward-backward (:mod:`._graph_numba`) runs one
+    (:mod:`speechlab.asr.ctc.loss_graphs`).  The forward-backward (:mod:`._graph_numba`) runs one
     utterance at a time on the calling thread and ``torch.get_num_threads() - 1`` helper
     threads kept between calls (:func:`_run_batch`): the numerator with mantissa-exponent
     arithmetic, exact for any scores; the denominator in the probability domain with
@@ -109,8 +109,8 @@ def graph_loss(
     frames, labels, phones, num_phones = _check_graph_inputs(
         log_probs, log_prob_lengths, targets, target_lengths, topo, blank
     )
-    numerator = graph.numerator(topo.name, phones, labels, num_phones, blank)
-    den = graph.denominator(topo.name, num_phones, blank) if denominator else None
+    numerator = loss_graphs.numerator(topo.name, phones, labels, num_phones, blank)
+    den = loss_graphs.denominator(topo.name, num_phones, blank) if denominator else None
     factorises = topo.name in FACTORISED_DENOMINATORS
     return _GraphLoss.apply(log_probs, frames, numerator, den, factorises)
 
@@ -146,10 +146,10 @@ def graph_loss_from_arcs(
     if len(numerators) != batch:
         raise DataError(f"graph loss: {len(numerators)} numerator graphs for a batch of {batch}")
     try:
-        numerator = graph.from_arcs(list(numerators), topo.name, num_phones, blank)
+        numerator = loss_graphs.from_arcs(list(numerators), topo.name, num_phones, blank)
     except ValueError as e:
         raise DataError(f"graph loss: {e} for {topo.name} with {num_phones} phones") from None
-    den = graph.denominator(topo.name, num_phones, blank) if denominator else None
+    den = loss_graphs.denominator(topo.name, num_phones, blank) if denominator else None
     return _GraphLoss.apply(log_probs, frames, numerator, den,
                             topo.name in FACTORISED_DENOMINATORS)
 

@@ -8,8 +8,8 @@ Fig. 2 (test F0 histograms), Fig. 3 and Table 3 (CPU inference time against gene
 with a RANSAC fit) and a few synthesized test sentences to listen to.
 
 This module holds the plan; the recipe and the data are :mod:`.recipe`, the tables
-:mod:`.tables`, training, scoring and synthesis the library's (:mod:`.training`,
-:mod:`.evaluate`, :mod:`.synthesis`).
+:mod:`.tables`, training, scoring and synthesis the library's (:mod:`speechlab.tts.training`,
+:mod:`speechlab.tts.evaluate`, :mod:`speechlab.tts.synthesis`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from speechlab.experiment.jobs import Job
 from speechlab.experiment.reproduction import Switch
 from speechlab.report import Results
 from speechlab.tts.features import TtsData
-from speechlab.tts.recipe import (Decode, DecodeOptions, ModelSpec, SaladConfig, SaladDecoding,
+from speechlab.papers.salad.recipe import (Decode, DecodeOptions, ModelSpec, SaladConfig, SaladDecoding,
                                   Train, model_config, prepare_data, train_config)
-from speechlab.tts.tables import salad_results
+from speechlab.papers.salad.tables import salad_results
 
 
 class SaladPaper:

@@ -2,12 +2,14 @@
 
 Two corpora play the roles of the paper's WSJ and LibriSpeech columns: English with CMUdict
 phones and Hindi with espeak-ng phones from the embedded corpus (or any lhotse corpus, by
-``--corpus``). For each corpus and each of the eight topologies (:mod:`.topology`) a phone-level
-acoustic model (:mod:`.model`) is trained with the graph loss (eqs. 1-5), decoded with the
+``--corpus``). For each corpus and each of the eight topologies
+(:mod:`speechlab.asr.ctc.topology`) a phone-level acoustic model
+(:mod:`speechlab.asr.ctc.model`) is trained with the graph loss (eqs. 1-5), decoded with the
 Viterbi decoder over T∘L∘G (eqs. 7-8), and its lattices measured (BPP and BHP, eqs. 10-11).
 
 This module holds the plan; the recipe and the data are :mod:`.recipe`, the tables
-:mod:`.tables`, training and decoding the library's (:mod:`.training`, :mod:`.transcribe`).
+:mod:`.tables`, training and decoding the library's (:mod:`speechlab.asr.ctc.training`; decoding
+sets :mod:`.decoding`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from speechlab.asr.ctc.recipe import (
+from speechlab.papers.topologies.recipe import (
     CTC,
     Decode,
     DecodeOptions,
@@ -28,8 +30,8 @@ from speechlab.asr.ctc.recipe import (
     model_name,
     prepare_data,
 )
-from speechlab.asr.ctc.tables import topology_results
-from speechlab.asr.ctc.transcribe import TopologyDecoding
+from speechlab.papers.topologies.tables import topology_results
+from speechlab.papers.topologies.decoding import TopologyDecoding
 from speechlab.experiment.jobs import Job
 from speechlab.report import Results
 

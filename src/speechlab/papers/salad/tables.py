@@ -19,7 +19,7 @@ from speechlab.tts.evaluate import (Evaluation, f0_track, phone_mean_baseline, s
                                     voiced_std)
 from speechlab.tts.features import TtsData
 from speechlab.tts.latency import LatencyCurve, latency_curve, long_input, torch_threads
-from speechlab.tts.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
+from speechlab.papers.salad.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
 from speechlab.utils import machine_load
 
 TABLE2_CAPTION = (

@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from speechlab.asr.data import Utterance
-from speechlab.asr.rnnt.decode import LidFreeRun
+from speechlab.papers.multisoftmax.decoding import LidFreeRun
 from speechlab.asr.rnnt.model import count_parameters, load, parameter_table
-from speechlab.asr.rnnt.recipe import (MULTILINGUAL, Data, Decode, MultiSoftmaxConfig, Train,
+from speechlab.papers.multisoftmax.recipe import (MULTILINGUAL, Data, Decode, MultiSoftmaxConfig, Train,
                                        test_set, unseen_set)
 from speechlab.experiment.jobs import Job, TrainJob
 from speechlab.experiment.scoring import (Scored, curves_from_logs, error_rate_table, merge,

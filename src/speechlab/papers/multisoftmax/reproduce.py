@@ -1,10 +1,10 @@
 """``speechlab reproduce multisoftmax``: the multi-softmax RNN-T paper's experiments end to end.
 
 Corpus -> fbank -> grapheme vocabularies -> every model of the paper trained with the shared
-trainer -> decoding -> the analogues of Tables 2-7 (:mod:`.tables`). This module holds the
-plan; the recipe and the data are :mod:`.recipe`, the tables :mod:`.tables`, training and
-decoding the library's (:mod:`.training`, :mod:`.decode`). Any lhotse multilingual corpus with
-``{train,dev,test}_cuts.jsonl.gz`` and a ``language`` on each supervision can replace the
+trainer -> decoding -> the analogues of Tables 2-7 (:mod:`.tables`). This module holds the plan;
+the recipe and the data are :mod:`.recipe`, the tables :mod:`.tables`, training and decoding the
+library's (:mod:`speechlab.asr.rnnt.training`, :mod:`.decoding`). Any lhotse multilingual corpus
+with ``{train,dev,test}_cuts.jsonl.gz`` and a ``language`` on each supervision can replace the
 embedded one (``--corpus``).
 
 Systems, as in the paper:
@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from speechlab.asr.rnnt.config import VARIANTS, EarlyStopConfig
-from speechlab.asr.rnnt.recipe import (MULTILINGUAL, Data, Decode, DecodeOptions, ModelSpec,
+from speechlab.papers.multisoftmax.recipe import (MULTILINGUAL, Data, Decode, DecodeOptions, ModelSpec,
                                        MultiSoftmaxConfig, Train, decode_set, prepare_data)
-from speechlab.asr.rnnt.tables import multisoftmax_results
+from speechlab.papers.multisoftmax.tables import multisoftmax_results
 from speechlab.errors import ConfigError, DataError
 from speechlab.experiment.jobs import Job, TrainJob
 from speechlab.experiment.scoring import score
@@ -147,7 +147,7 @@ class MultiSoftmaxPaper:
                     languages=spec.languages, augment=augment)
 
     def decode(self, job: Decode, cfg: MultiSoftmaxConfig, data: Data, out: Path):
-        from speechlab.asr.rnnt.decode import decode_known, decode_without_language
+        from speechlab.papers.multisoftmax.decoding import decode_known, decode_without_language
         from speechlab.asr.rnnt.model import load
         from speechlab.config import to_dict
         from speechlab.train.card import write_decoding

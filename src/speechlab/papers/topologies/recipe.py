@@ -18,7 +18,7 @@ from pathlib import Path
 from speechlab.asr.ctc.model import PRESETS, CtcModelConfig
 from speechlab.asr.ctc.phones import PhoneTokenizer, lexicon_for
 from speechlab.asr.ctc.task import CtcTaskConfig
-from speechlab.asr.ctc.transcribe import GraphDecodingConfig, TopologyDecoding
+from speechlab.papers.topologies.decoding import GraphDecodingConfig, TopologyDecoding
 from speechlab.asr.data import Utterance, load_utterances
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import ranged
@@ -160,7 +160,7 @@ def decode_model(job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageDat
     weight tuned on dev), plain CTC's also by prefix search with the run's G; the tuned
     settings are written beside the model."""
     from speechlab.asr.ctc.model import load
-    from speechlab.asr.ctc.transcribe import decode_topology
+    from speechlab.papers.topologies.decoding import decode_topology
 
     spec, model_dir = job.model.spec, out / "models" / job.model.name
     lang = data[spec.language]

@@ -7,7 +7,8 @@ as text.
   one encoder pass, the LID head picking, with early stopping (Sec. 6.3); the LID pick's and
   the oracle's hypotheses, the languages picked, T_avg (eq. 2) and the CPU time.
 
-The search itself is :mod:`.search` (one language) and :mod:`.multilingual_decode` (all).
+The search itself is :mod:`speechlab.asr.rnnt.search` (one language) and
+:mod:`speechlab.asr.rnnt.multilingual_decode` (all).
 """
 
 from __future__ import annotations

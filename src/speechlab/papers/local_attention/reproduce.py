@@ -1,14 +1,15 @@
 """``speechlab reproduce local-attention``: the local-attention paper's experiments end to end.
 
 Pre-train one wav2vec 2.0 model on the English audio of the embedded corpus (or any corpus by
-``--corpus``), diagnose its blocks (Sec. 3, :mod:`.diagnose`), fine-tune it with CTC on
-characters as the original model (``Orig``) and with LMSABs in the blocks of each variant
-(Sec. 4.2: ``L_B1-12``, ``L_B2-12``, ``L_B6-11``, ``L_B2-5``), decode each with Viterbi and
-with an n-gram LM at beams 50 and 1500, and write Table 1 and the diagnosis (figure and
+``--corpus``), diagnose its blocks (Sec. 3, :mod:`speechlab.ssl.wav2vec2.diagnose`), fine-tune
+it with CTC on characters as the original model (``Orig``) and with LMSABs in the blocks of each
+variant (Sec. 4.2: ``L_B1-12``, ``L_B2-12``, ``L_B6-11``, ``L_B2-5``), decode each with Viterbi
+and with an n-gram LM at beams 50 and 1500, and write Table 1 and the diagnosis (figure and
 table). :class:`LocalAttentionPaper` is this paper's
 :class:`~speechlab.experiment.reproduction.Reproduction`: this module holds the plan; the
 recipe, its jobs and the data are :mod:`.recipe`, the tables :mod:`.tables`, training and
-decoding the library's (:mod:`.training`, :mod:`.decode`).
+decoding the library's (:mod:`speechlab.ssl.wav2vec2.training`,
+:mod:`speechlab.ssl.wav2vec2.decode`).
 
 The paper pre-trains one model per variant; here (as the issue plans it) one pre-trained model
 is fine-tuned five ways, so the variants differ in their fine-tuning attention only. The
@@ -26,7 +27,7 @@ from pathlib import Path
 from speechlab.experiment.jobs import Job
 from speechlab.report import Results
 from speechlab.ssl.wav2vec2.config import format_blocks
-from speechlab.ssl.wav2vec2.recipe import (
+from speechlab.papers.local_attention.recipe import (
     Decode,
     Diagnosis,
     DiagnosisResult,
@@ -40,7 +41,7 @@ from speechlab.ssl.wav2vec2.recipe import (
     model_config,
     prepare_data,
 )
-from speechlab.ssl.wav2vec2.tables import local_attention_results
+from speechlab.papers.local_attention.tables import local_attention_results
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from speechlab.experiment.scoring import Scored, training_table, write_hyps
 from speechlab.metrics import cer, wer, werr, werr_interval
 from speechlab.report import Figure, Results, Table
 from speechlab.ssl.wav2vec2.config import format_blocks, preset
-from speechlab.ssl.wav2vec2.recipe import (
+from speechlab.papers.local_attention.recipe import (
     Decode,
     Diagnosis,
     DiagnosisResult,

@@ -1,10 +1,13 @@
 """The papers speechlab reproduces, and the commands that run them: ``speechlab reproduce
 PAPER``, ``speechlab train PAPER MODEL``, ``speechlab demo`` and ``speechlab papers``.
 
-This module stands above every paper: a new paper plugs in with one line in :data:`PAPERS` (a
-function returning its :class:`~speechlab.experiment.reproduction.Reproduction`, imported on
-use so that one paper's imports do not slow every command). The shared experiment layer below
-knows no paper.
+Each paper's reproduction is a package here (``multisoftmax``, ``topologies``,
+``local_attention``, ``salad``: its recipe, plan, decoding of test sets and tables), apart from
+the model families it runs, which are library code (``speechlab.asr``, ``speechlab.ssl``,
+``speechlab.tts``) and import nothing from here. This module stands above every paper: a new
+paper plugs in with one line in :data:`PAPERS` (a function returning its
+:class:`~speechlab.experiment.reproduction.Reproduction`, imported on use so that one paper's
+imports do not slow every command). The shared experiment layer below knows no paper.
 
 - ``reproduce``: one paper's experiments at a scale, written to ``--out``;
 - ``train``: one model of a paper's plan, alone or under torchrun, into the same layout
@@ -33,25 +36,25 @@ log = logging.getLogger(__name__)
 
 
 def _multisoftmax() -> Any:
-    from speechlab.asr.rnnt.reproduce import MultiSoftmaxPaper
+    from speechlab.papers.multisoftmax.reproduce import MultiSoftmaxPaper
 
     return MultiSoftmaxPaper()
 
 
 def _topologies() -> Any:
-    from speechlab.asr.ctc.reproduce import TopologiesPaper
+    from speechlab.papers.topologies.reproduce import TopologiesPaper
 
     return TopologiesPaper()
 
 
 def _local_attention() -> Any:
-    from speechlab.ssl.wav2vec2.reproduce import LocalAttentionPaper
+    from speechlab.papers.local_attention.reproduce import LocalAttentionPaper
 
     return LocalAttentionPaper()
 
 
 def _salad() -> Any:
-    from speechlab.tts.reproduce import SaladPaper
+    from speechlab.papers.salad.reproduce import SaladPaper
 
     return SaladPaper()
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from speechlab.asr.ctc.recipe import CTC, Decode, LanguageData, TopologiesConfig
-from speechlab.asr.ctc.transcribe import TopologyDecoding
+from speechlab.papers.topologies.recipe import CTC, Decode, LanguageData, TopologiesConfig
+from speechlab.papers.topologies.decoding import TopologyDecoding
 from speechlab.experiment.jobs import DecodeJob, Job, TrainJob
 from speechlab.experiment.scoring import score, training_table, write_hyps
 from speechlab.metrics import wer
