@@ -12,8 +12,6 @@ model of every kind the page shows (built once per session, in about three secon
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +21,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("websockets")
 
-from serve_support import MAX_STREAMS  # noqa: E402
+from serve_support import MAX_STREAMS, running  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -62,31 +60,12 @@ def tone_wav(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(model_paths, tone_wav):
-    import uvicorn
-
     import speechlab
-    from speechlab.serve.app import create_app
-    from speechlab.serve.commands import bind, uvicorn_config
     from speechlab.serve.runtime import ServeLimits
 
     models = {name: speechlab.load(path) for name, path in model_paths.items()}
-    limits = ServeLimits(max_streams=MAX_STREAMS)
-    app = create_app(models, limits)
-    sock = bind("127.0.0.1", 0)
-    port = sock.getsockname()[1]
-    config = uvicorn_config(app, limits)  # as `speechlab serve` runs it
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.02)
-    yield Served(f"http://127.0.0.1:{port}", dict(model_paths), tone_wav, app)
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with running(models, ServeLimits(max_streams=MAX_STREAMS)) as (url, app):
+        yield Served(url, dict(model_paths), tone_wav, app)
 
 
 @pytest.fixture(scope="session")

@@ -2,15 +2,47 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import soundfile as sf
 
 MAX_STREAMS = 3  # the test server's --max-streams
+
+
+@contextlib.contextmanager
+def running(models: dict[str, Any], limits: Any) -> Iterator[tuple[str, Any]]:
+    """A real server of ``models``: uvicorn on a free loopback port, in a thread, configured
+    as `speechlab serve` configures it; yields its URL and app."""
+    import uvicorn
+
+    from speechlab.serve.app import create_app
+    from speechlab.serve.commands import bind, uvicorn_config
+
+    app = create_app(models, limits)
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(app, limits))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", app
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 def http_json(url: str) -> tuple[int, Any]:

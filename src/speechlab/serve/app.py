@@ -58,7 +58,8 @@ from starlette.staticfiles import StaticFiles
 
 from speechlab.errors import ConfigError, DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
-from speechlab.serve.runtime import Busy, NotFound, Runtime, ServeLimits
+from speechlab.serve.runtime import (Busy, Departed, Departure, NotFound, Runtime,
+                                     ServeLimits)
 from speechlab.serve.streams import AsrSession
 from speechlab.serve.uploads import (SlowBody, TooLarge, read_audio, read_small_body,
                                      renamed_errors, save_body, wav_bytes)
@@ -170,7 +171,7 @@ async def transcribe(request: Request) -> Response:
     try:
         with runtime.jobs:
             result = await runtime.job(model, _transcribe_file, model.model, path, name, opts,
-                                       runtime.limits.max_audio_seconds)
+                                       runtime.limits.max_audio_seconds, watch=request)
     finally:
         path.unlink(missing_ok=True)
     return JSONResponse(result)
@@ -236,7 +237,7 @@ async def _analysis(request: Request, model: ServedModel, fn: Any) -> Response:
     try:
         with runtime.jobs:
             out = await runtime.job(model, _analyse, fn, path, name,
-                                    runtime.limits.max_analysis_seconds)
+                                    runtime.limits.max_analysis_seconds, watch=request)
     finally:
         path.unlink(missing_ok=True)
     return JSONResponse(out)
@@ -300,6 +301,8 @@ async def _too_large(request: Request, exc: Exception) -> Response:
 
 async def _gone(request: Request, exc: Exception) -> Response:
     # The client went away mid-request: nobody reads this answer, and nothing went wrong here.
+    if isinstance(exc, Departed):
+        log.info("%s %s: %s; its job stopped", request.method, request.url.path, exc)
     return Response(status_code=400, headers={"Connection": "close"})
 
 
@@ -308,7 +311,8 @@ async def _slow(request: Request, exc: Exception) -> Response:
 
 
 _HANDLERS = {SpeechlabError: _error(400), NotFound: _error(404), Forbidden: _error(403),
-             TooLarge: _too_large, SlowBody: _slow, ClientDisconnect: _gone, Busy: _error(503),
+             TooLarge: _too_large, SlowBody: _slow, ClientDisconnect: _gone,
+             Departed: _gone, Busy: _error(503),
              Exception: _internal}
 
 
@@ -377,7 +381,7 @@ class _Guard:
 
 
 def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any],
-                     max_seconds: float) -> dict[str, Any]:
+                     max_seconds: float, departure: Departure) -> dict[str, Any]:
     from speechlab.audio.io import validate_audio_file
 
     with renamed_errors(path, name):
@@ -389,7 +393,8 @@ def _transcribe_file(model: Any, path: Path, name: str, opts: dict[str, Any],
         if seconds > max_seconds:
             raise DataError(f"{name} lasts {seconds:.0f} s; this server transcribes at most "
                             f"{max_seconds:g} s at once (--max-audio-s)")
-        result = model.transcribe(path, **opts)
+        # checked at every chunk: a client that left stops the job there
+        result = model.transcribe(path, progress=departure.check, **opts)
     return result.to_json(name)
 
 
@@ -410,7 +415,9 @@ def _speech(model: Any, text: str, view: Any) -> dict[str, Any]:
     return out
 
 
-def _analyse(fn: Any, path: Path, name: str, max_seconds: float) -> dict[str, Any]:
+def _analyse(fn: Any, path: Path, name: str, max_seconds: float, departure: Departure
+             ) -> dict[str, Any]:
     samples = read_audio(path, name, max_seconds)
+    departure.check()
     with renamed_errors(path, name):
         return fn(samples)

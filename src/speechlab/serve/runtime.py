@@ -13,6 +13,7 @@ is told the server is busy, so memory never grows with the number of clients.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import shutil
 import tempfile
@@ -87,6 +88,27 @@ class Busy(Exception):
     """No slot is free: the client should try again later (HTTP 503, WebSocket 1013)."""
 
 
+class Departed(Exception):
+    """The client of a job left: the job stopped at its next chunk (nobody answers it)."""
+
+
+class Departure(threading.Event):
+    """Set when the client of a job has left; the job calls :meth:`check` at each chunk."""
+
+    def check(self, *_: Any) -> None:
+        if self.is_set():
+            raise Departed("the client disconnected")
+
+
+async def _disconnected(request: Any) -> bool:
+    """True once ``request``'s client disconnects (its body already read: the next message
+    the server gives is the disconnect)."""
+    while True:
+        message = await request.receive()
+        if message.get("type") == "http.disconnect":
+            return True
+
+
 class Slots:
     """At most ``limit`` holders at once; taking never waits (the event loop's thread only)."""
 
@@ -146,16 +168,41 @@ class Runtime:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.stream_pool, functools.partial(fn, *args))
 
-    async def job(self, served: ServedModel, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` on the job thread, holding ``served``'s lock."""
+    async def job(self, served: ServedModel, fn: Callable[..., Any], *args: Any,
+                  watch: Any = None) -> Any:
+        """``fn(*args)`` on the job thread, holding ``served``'s lock.
+
+        With ``watch`` (the request, its body already read), ``fn`` is called with one more
+        argument, a :class:`Departure` it checks at each chunk of its work: when the client
+        disconnects, the job still queued never starts and the job running stops at its
+        next chunk (:class:`Departed`), so the thread goes to the clients still waiting."""
         lock = self.locks[served.name]
+        departure = Departure() if watch is not None else None
 
         def locked() -> Any:
+            if departure is None:
+                with lock:
+                    return fn(*args)
+            departure.check()
             with lock:
-                return fn(*args)
+                return fn(*args, departure)
 
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.job_pool, locked)
+        work = loop.run_in_executor(self.job_pool, locked)
+        if departure is None:
+            return await work
+        watcher = asyncio.ensure_future(_disconnected(watch))
+        try:
+            await asyncio.wait({work, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not watcher.done():
+                watcher.cancel()
+        if watcher.done() and not watcher.cancelled() and watcher.result():
+            departure.set()
+            with contextlib.suppress(Departed):
+                await work  # the thread comes back at the job's next chunk
+            raise Departed("the client disconnected before its answer")
+        return await work
 
     def close(self) -> None:
         self.stream_pool.shutdown(wait=False, cancel_futures=True)
