@@ -131,7 +131,8 @@ def test_a_package_is_written_with_the_users_umask(tmp_path, mask):
 
     from speechlab.package import PackageCard, write_package
 
-    card = PackageCard("toy", "asr", {"threshold_db": -40.0}, ("en",), files={"lm": "lm.arpa"})
+    card = PackageCard(family="toy", kind="asr", config={"threshold_db": -40.0}, languages=("en",),
+                       files={"lm": "lm.arpa"})
     old = os.umask(mask)
     try:
         out = write_package(tmp_path / "pkg", card, {"gain": torch.ones(1)},

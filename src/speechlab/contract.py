@@ -271,6 +271,26 @@ class ModelBase:
     def encoder(self) -> Encoder:
         raise ConfigError(f"{self.title} has no wav2vec 2.0 encoder to diagnose")
 
+    def package_parts(self, network: Any, data: dict[str, Any],
+                      files: dict[str, tuple[str, Any]] | None = None, *,
+                      onnx: dict[str, tuple[str, bytes]] | None = None) -> PackageParts:
+        """What ``to_package`` / ``to_onnx_package`` return, made one way for every family:
+        the card (this model's family, kind and languages; ``network.config``, the config its
+        family's builder rebuilds it from; ``data``, what the family reads back in
+        ``from_package``), the weights, and the side files. ``files`` and ``onnx`` map a role
+        to (file name, bytes or a file to copy); with ``onnx`` (the networks as ONNX graphs)
+        the package's backend is onnx and it has no weights."""
+        from speechlab.config import to_dict
+        from speechlab.package import PackageCard
+
+        sides = {**(files or {}), **(onnx or {})}
+        card = PackageCard(family=self.family, kind=self.kind, config=to_dict(network.config),
+                           languages=tuple(cast(Model, self).languages),
+                           files={role: name for role, (name, _) in sides.items()}, data=data,
+                           backend="onnx" if onnx else "torch")
+        weights = None if onnx else network.state_dict()
+        return card, weights, {name: content for name, content in sides.values()}
+
 
 def recognition_options(model: Recognizer, *, language: str | None = None,
                         method: str | None = None, beam: int | None = None,

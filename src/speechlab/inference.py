@@ -85,10 +85,7 @@ def load(path: str | Path, *, backend: str | None = None) -> Model:
 def _network(card: Any, path: Path) -> Any:
     """The package's network, its card checked against its weights before it is built
     (:func:`speechlab.package.load_network`)."""
-    from speechlab.train.card import ModelCard
-
-    spec = ModelCard(card.family, card.config)
-    return load_network(path, lambda: spec.build(builders(), path))
+    return load_network(path, card, builders())
 
 
 def _on(model: Model, backend: str | None, source: Path) -> Model:

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from speechlab.errors import DataError
+from speechlab.train.card import ModelCard
 from speechlab.utils import current_umask, make_temp_dir
 
 CARD_NAME = "speechlab.json"
@@ -47,16 +48,16 @@ BACKENDS = ("torch", "onnx")
 
 
 @dataclass(frozen=True)
-class PackageCard:
-    """The card of a package. ``config`` rebuilds the model (its family's config dataclass as a
-    dict); ``files`` maps a role (``"graph"``, ``"lm"``, ...) to a file name inside the
-    package; ``data`` holds what the family needs besides (tokenizers, CMVN statistics,
-    decoding defaults); ``results`` the run's test figures and ``made_by`` the command, run
-    and checkpoint they came from; ``backend`` what runs the networks (:data:`BACKENDS`)."""
+class PackageCard(ModelCard):
+    """The card of a package: a :class:`~speechlab.train.card.ModelCard` (the ``family`` and
+    the ``config`` that rebuild the network, as every checkpoint carries them; ``build``) and
+    what a package holds besides. ``kind`` is ``asr``, ``tts`` or ``ssl``; ``files`` maps a
+    role (``"graph"``, ``"lm"``, ...) to a file name inside the package; ``data`` holds what
+    the family needs besides (tokenizers, CMVN statistics, decoding defaults); ``results`` the
+    run's test figures and ``made_by`` the command, run and checkpoint they came from;
+    ``backend`` what runs the networks (:data:`BACKENDS`)."""
 
-    family: str
     kind: str
-    config: dict[str, Any]
     languages: tuple[str, ...] = ()
     files: dict[str, str] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
@@ -91,8 +92,10 @@ class PackageCard:
             if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
                 raise DataError(f"{source}: file {role!r} must be a plain file name inside the "
                                 f"package, got {name!r}")
-        return cls(d["family"], d["kind"], d["config"], tuple(d["languages"]), d["files"],
-                   d["data"], d.get("results") or {}, d.get("made_by") or {}, backend)
+        return cls(family=d["family"], config=d["config"], kind=d["kind"],
+                   languages=tuple(d["languages"]), files=d["files"], data=d["data"],
+                   results=d.get("results") or {}, made_by=d.get("made_by") or {},
+                   backend=backend)
 
 
 def is_package(path: str | Path) -> bool:
@@ -232,12 +235,16 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
         raise DataError(f"{file}: unreadable weights ({e}); export the model again") from None
 
 
-def load_network(path: str | Path, build: Any) -> torch.nn.Module:
-    """The package's network, in eval mode: ``build()`` (the card's model, from its family's
-    builder) first on the ``meta`` device, checked against the weights' header
+def load_network(path: str | Path, card: PackageCard, builders: Mapping[str, Any]
+                 ) -> torch.nn.Module:
+    """The package's network, in eval mode: the card's model (``card.build`` by its family's
+    entry in ``builders``) first on the ``meta`` device, checked against the weights' header
     (:func:`check_against_header`: a card is untrusted input, and its sizes are not built
     before the weights show them), then for real with the weights loaded and checked
     (:func:`load_weights`: types, NaN, inf)."""
+    def build() -> torch.nn.Module:
+        return card.build(builders, path)
+
     header = weights_header(path)
     try:
         with torch.device("meta"):

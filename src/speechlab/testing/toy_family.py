@@ -17,7 +17,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from speechlab.config import to_dict
 from speechlab.contract import ModelBase, PackageParts, Transcript
 from speechlab.families import Family
 from speechlab.package import PackageCard
@@ -78,8 +77,7 @@ class ToyRecognizer(ModelBase):
         return Transcript(text, "en")
 
     def to_package(self) -> PackageParts:
-        card = PackageCard(FAMILY, "asr", to_dict(self.net.config), self.languages)
-        return card, self.net.state_dict(), {}
+        return self.package_parts(self.net, {})
 
     @classmethod
     def from_package(cls, path: Path, card: PackageCard, model: nn.Module) -> ToyRecognizer:

@@ -24,12 +24,13 @@ import io
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from speechlab.contract import ModelBase
+from speechlab.contract import ModelBase, PackageParts
 from speechlab.errors import DataError
 from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
 from speechlab.tts.labels import InputNormalizer, Labels
@@ -173,21 +174,18 @@ class Synthesizer(ModelBase):
     # -----------------------------------------------------------------------------------------
     # Export
 
-    def to_package(self):
+    def to_package(self) -> PackageParts:
         """The card, weights and side files of this synthesizer's package."""
         self._needs_torch()
-        return (self._card(), self.model.state_dict(),
-                {QUESTIONS_NAME: self.question_text.encode("utf-8")})
+        return self.package_parts(self.model, self._data(), self._files())
 
-    def to_onnx_package(self):
+    def to_onnx_package(self) -> PackageParts:
         """The card and side files of a package whose acoustic model is an ONNX graph."""
         from speechlab.tts.onnx_graphs import FILE, export_acoustic
 
         self._needs_torch()
-        card = self._card()
-        card = replace(card, files={**card.files, "acoustic": FILE}, backend="onnx")
-        return card, None, {QUESTIONS_NAME: self.question_text.encode("utf-8"),
-                            FILE: export_acoustic(self.model)}
+        return self.package_parts(self.model, self._data(), self._files(),
+                                  onnx={"acoustic": (FILE, export_acoustic(self.model))})
 
     def onnx(self, threads: int = 1) -> Synthesizer:
         """This synthesizer with its acoustic model exported to an ONNX graph (in memory) and
@@ -205,17 +203,13 @@ class Synthesizer(ModelBase):
                             "it, load the model it was exported from (OUT/models/NAME or a "
                             "PyTorch package)")
 
-    def _card(self):
-        from speechlab.package import PackageCard
-        from speechlab.train.card import ModelCard
-        from speechlab.tts.model import FAMILY
-
-        config = ModelCard.of(FAMILY, self.model.config).config
-        data = {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
+    def _data(self) -> dict[str, Any]:
+        return {"inputs": self.inputs.to_dict(), "outputs": self.outputs.to_dict(),
                 "max_duration": self.max_duration, "window": self.window,
                 "streaming": False, "kind": self.model.config.kind}
-        return PackageCard(FAMILY, "tts", config, self.languages,
-                           files={"questions": QUESTIONS_NAME}, data=data)
+
+    def _files(self) -> dict[str, tuple[str, Any]]:
+        return {"questions": (QUESTIONS_NAME, self.question_text.encode("utf-8"))}
 
     @classmethod
     def from_package(cls, path: Path, card, model) -> Synthesizer:

@@ -34,11 +34,11 @@ from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.features import FbankConfig, fbank
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
-from speechlab.contract import ModelBase, Transcript, Word
+from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.lexicon import Lexicon
-from speechlab.train.card import ModelCard, read_decoding
+from speechlab.train.card import read_decoding
 
 if TYPE_CHECKING:  # the lattice search loads numba: only analyse_lattice imports it
     from speechlab.asr.ctc.lattice import Lattice
@@ -251,7 +251,7 @@ class CtcRecognizer(ModelBase):
                    topology=cfg.topology, viterbi=viterbi,
                    arpa=arpa, source=model_dir, **kw)
 
-    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+    def to_package(self) -> PackageParts:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -260,12 +260,11 @@ class CtcRecognizer(ModelBase):
         lexicon = {"language": self.tokenizer.language, "phones": list(self.tokenizer.phones),
                    "lexicon": {w: [list(p) for p in self.tokenizer.lexicon[w]]
                                for w in self.tokenizer.lexicon.words}}
-        files: dict[str, Any] = {"graph.fst": graph_bytes,
-                                 "lexicon.json": json.dumps(lexicon, ensure_ascii=False).encode()}
-        roles = {"graph": "graph.fst", "lexicon": "lexicon.json"}
+        files: dict[str, tuple[str, Any]] = {
+            "graph": ("graph.fst", graph_bytes),
+            "lexicon": ("lexicon.json", json.dumps(lexicon, ensure_ascii=False).encode())}
         if self.arpa is not None:
-            files["lm.arpa"] = self.arpa
-            roles["lm"] = "lm.arpa"
+            files["lm"] = ("lm.arpa", self.arpa)
         data = {"topology": self.topology, "viterbi": to_dict(self.viterbi),
                 "fbank": to_dict(self.fbank), "prefix_beam": self.prefix_beam,
                 "cmvn": self.cmvn.to_dict(),
@@ -273,9 +272,7 @@ class CtcRecognizer(ModelBase):
                           "num_words": self.graph.lang.num_words, "info": self.graph.info},
                 "streaming": False, "methods": ["viterbi"] + (
                     ["prefix"] if self.topology == "S1-T1" and self.arpa else [])}
-        card = PackageCard(FAMILY, "asr", ModelCard.of(FAMILY, self.model.config).config,
-                           self.languages, files=roles, data=data)
-        return card, self.model.state_dict(), files
+        return self.package_parts(self.model, data, files)
 
     @classmethod
     def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module

@@ -41,11 +41,11 @@ from speechlab.audio.features import FbankConfig, knf_options
 from speechlab.audio.io import as_samples
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
-from speechlab.contract import ModelBase, Transcript, Word, words_from_tokens
+from speechlab.contract import ModelBase, PackageParts, Transcript, Word, words_from_tokens
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
-from speechlab.train.card import ModelCard, read_decoding
+from speechlab.train.card import read_decoding
 
 
 #: Segment length of streams whose encoder state grows with the audio (the causal Transformer's
@@ -202,22 +202,20 @@ class RnntRecognizer(ModelBase):
         return cls(model, tokenizers, GlobalCMVN.load(lang_dir / "cmvn.safetensors"),
                    source=lang_dir, **kw)
 
-    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+    def to_package(self) -> PackageParts:
         """The card, weights and side files of this recognizer's package."""
         self._needs_torch("export it")
-        return (PackageCard(FAMILY, "asr", self._config(), self.languages, data=self._data()),
-                self.model.state_dict(), {})
+        return self.package_parts(self.model, self._data())
 
-    def to_onnx_package(self) -> tuple[PackageCard, None, dict[str, bytes]]:
+    def to_onnx_package(self) -> PackageParts:
         """The card and side files of a package whose networks are ONNX graphs
         (:mod:`.onnx_graphs`): ``encoder.onnx``, ``predictor.onnx``, ``joiner.onnx``."""
         from speechlab.asr.rnnt.onnx_graphs import FILES, export_networks
 
         self._needs_torch("export it")
         graphs = export_networks(self.model)
-        return (PackageCard(FAMILY, "asr", self._config(), self.languages, files=dict(FILES),
-                            data=self._data(), backend="onnx"),
-                None, {FILES[role]: graph for role, graph in graphs.items()})
+        return self.package_parts(self.model, self._data(), onnx={
+            role: (FILES[role], graph) for role, graph in graphs.items()})
 
     def onnx(self, threads: int = 1) -> RnntRecognizer:
         """This recognizer with its networks exported to ONNX graphs (in memory) and run by
@@ -237,9 +235,6 @@ class RnntRecognizer(ModelBase):
             raise ConfigError(f"this recognizer runs ONNX graphs; to {what}, load the model "
                               "it was exported from (OUT/models/NAME or a PyTorch package)")
 
-    def _config(self) -> dict[str, Any]:
-        return ModelCard.of(FAMILY, self.model.config).config
-
     def _data(self) -> dict[str, Any]:
         return {"tokenizers": {k: t.to_dict() for k, t in self.tokenizers.items()},
                 "cmvn": self.cmvn.to_dict(),
@@ -257,7 +252,7 @@ class RnntRecognizer(ModelBase):
             from speechlab.asr.rnnt.onnx_graphs import FILES, onnx_networks
 
             with torch.device("meta"):
-                model = ModelCard(card.family, card.config).build(BUILDERS, path)
+                model = card.build(BUILDERS, path)
             missing = [role for role in FILES if role not in card.files]
             if missing:
                 raise DataError(f"{path}: an ONNX package without its {missing[0]} graph; "

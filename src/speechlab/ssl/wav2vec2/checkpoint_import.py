@@ -364,7 +364,7 @@ def load_fairseq(path: Path, ckpt: Mapping[str, Any]) -> nn.Module:
 def load_pretrained(path: str | Path) -> nn.Module:
     """A wav2vec 2.0 model (pre-training or CTC) from any checkpoint kind of the module doc,
     in ``eval()`` mode."""
-    from speechlab.train.card import ModelCard, best_or_latest, read_card
+    from speechlab.train.card import best_or_latest, read_card
     from speechlab.train.checkpoint import load_model_weights
 
     from speechlab.package import is_package, load_network, read_card as read_package_card
@@ -379,8 +379,7 @@ def load_pretrained(path: str | Path) -> nn.Module:
             card = read_package_card(path)
             if card.family not in BUILDERS:
                 raise DataError(f"{path}: a package of a {card.family!r} model, not wav2vec 2.0")
-            spec = ModelCard(card.family, card.config)
-            return load_network(path, lambda: spec.build(BUILDERS, path))
+            return load_network(path, card, BUILDERS)
         path = best_or_latest(path)  # a speechlab run directory
     ckpt = read_pickled(path)
     if not isinstance(ckpt, dict):

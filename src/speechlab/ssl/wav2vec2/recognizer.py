@@ -30,12 +30,12 @@ import torch
 
 from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.io import as_samples
-from speechlab.contract import ModelBase, Transcript, Word
+from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.ssl.wav2vec2.model import CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
-from speechlab.train.card import ModelCard, read_decoding
+from speechlab.train.card import read_decoding
 
 SAMPLE_RATE = 16000
 
@@ -167,10 +167,8 @@ class Wav2Vec2Encoder(ModelBase):
         x = as_samples(audio, sample_rate, SAMPLE_RATE)
         return torch.from_numpy(normalize_waveform(x) if self.normalize else x)
 
-    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
-        card = PackageCard(FAMILY, "ssl", ModelCard.of(FAMILY, self.model.config).config,
-                           data={"normalize": self.normalize, "streaming": False})
-        return card, self.model.state_dict(), {}
+    def to_package(self) -> PackageParts:
+        return self.package_parts(self.model, {"normalize": self.normalize, "streaming": False})
 
     @classmethod
     def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
@@ -305,20 +303,17 @@ class Wav2Vec2Recognizer(ModelBase):
         labels = hf_labels(directory)
         return cls(model, labels, normalize=hf_normalize(directory), source=directory, **kw)
 
-    def to_package(self) -> tuple[PackageCard, dict[str, torch.Tensor], dict[str, Any]]:
+    def to_package(self) -> PackageParts:
         data: dict[str, Any] = {"labels": self.labels.to_json(), "normalize": self.normalize,
                                 "lm_weight": self.lm_weight, "beam": self.beam,
                                 "streaming": False,
                                 "methods": ["greedy"] + (["lm"] if self.arpa else [])}
-        files: dict[str, Any] = {}
-        roles: dict[str, str] = {}
+        files: dict[str, tuple[str, Any]] = {}
         if self.tokenizer is not None:
             data["tokenizer"] = self.tokenizer.to_dict()
         if self.arpa is not None and self.tokenizer is not None:
-            files["lm.arpa"], roles["lm"] = self.arpa, "lm.arpa"
-        card = PackageCard(CTC_FAMILY, "asr", ModelCard.of(CTC_FAMILY, self.model.config).config,
-                           self.languages, files=roles, data=data)
-        return card, self.model.state_dict(), files
+            files["lm"] = ("lm.arpa", self.arpa)
+        return self.package_parts(self.model, data, files)
 
     @classmethod
     def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
