@@ -43,6 +43,7 @@ from speechlab.errors import ConfigError, DataError
 if TYPE_CHECKING:
     import torch
 
+    from speechlab.endpoint import EndpointConfig
     from speechlab.package import PackageCard
 
 #: What a model can be asked for (:attr:`Model.capabilities`).
@@ -176,6 +177,11 @@ class Stream(Protocol):
 
     def finish(self) -> Transcript: ...
 
+    @property
+    def is_endpoint(self) -> bool: ...        # the current utterance has ended (speechlab.endpoint)
+
+    def reset(self) -> Transcript: ...        # close it: its transcript; the next one starts
+
 
 class Encoder(Model, Protocol):
     """A wav2vec 2.0 encoder to diagnose: its network and its input for some audio."""
@@ -206,7 +212,7 @@ class Recognizer(Model, Protocol):
 
     def stream(self, language: str | None = None, *, method: str | None = None,
                beam: int | None = None, tau: float = math.inf,
-               s_th: float = math.inf) -> Stream:
+               s_th: float = math.inf, endpoint: EndpointConfig | None = None) -> Stream:
         """A live stream ("stream" capability); ``tau`` and ``s_th`` switch decoders off early
         ("early_stop" capability)."""
         ...
@@ -264,7 +270,7 @@ class ModelBase:
 
     def stream(self, language: str | None = None, *, method: str | None = None,
                beam: int | None = None, tau: float = math.inf,
-               s_th: float = math.inf) -> Stream:
+               s_th: float = math.inf, endpoint: EndpointConfig | None = None) -> Stream:
         raise ConfigError(f"{self.title} reads whole recordings and does not stream")
 
     @property

@@ -33,11 +33,13 @@ PyTorch weights).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from speechlab.contract import (Model, Recognizer, as_recognizer, as_synthesizer,
+from speechlab.contract import (Model, Recognizer, Transcript, as_recognizer, as_synthesizer,
                                 recognition_options)
+from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
 from speechlab.package import is_package, load_network, read_card, write_package
@@ -209,21 +211,33 @@ def _run_transcribe(args: Any) -> int:
                                 enabled=seconds >= LONG_INPUT_SECONDS and not args.stream)
         with progress:
             if args.stream:
-                result = _stream_file(model, wav, args, opts)
+                for result in _stream_file(model, wav, args, opts):
+                    _print_result(wav, result, args.json)
             else:
-                result = model.transcribe(wav, language=language, progress=progress.update,
-                                          **opts)
-        if args.json:
-            print(json.dumps(result.to_json(str(wav)), ensure_ascii=False), flush=True)
-        else:
-            print(f"{wav}\t{result.language or '-'}\t{result.text}", flush=True)
+                _print_result(wav, model.transcribe(wav, language=language,
+                                                    progress=progress.update, **opts), args.json)
         sys.stdout.flush()
     return 0
 
 
-def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]) -> Any:
+def _print_result(wav: Path, result: Transcript, as_json: bool) -> None:
+    """One line: ``WAV<TAB>LANGUAGE<TAB>TEXT``, or the JSON object (with ``segment``,
+    ``start`` and ``end`` for an utterance of a stream)."""
+    if as_json:
+        out = result.to_json(str(wav))
+        if "utterance" in result.extra:
+            out.update(segment=result.extra["utterance"], start=result.extra["start"],
+                       end=result.extra["end"])
+        print(json.dumps(out, ensure_ascii=False), flush=True)
+    else:
+        print(f"{wav}\t{result.language or '-'}\t{result.text}", flush=True)
+
+
+def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]
+                 ) -> Iterator[Transcript]:
     """A file fed to a stream in ``--chunk-ms`` pieces, partial results printed as they change
-    (to stderr when stdout carries JSON)."""
+    (to stderr when stdout carries JSON); each utterance's transcript as an endpoint ends it
+    (the ``--silence-*`` / ``--max-utterance`` rules), and the last one's at the end."""
     import sys
 
     from speechlab.audio.chunks import iter_blocks
@@ -231,9 +245,11 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]) 
     if not (args.chunk_ms > 0 and args.chunk_ms == args.chunk_ms):
         raise ConfigError(f"--chunk-ms must be a positive number of milliseconds, got "
                           f"{args.chunk_ms}")
-    stream = model.stream(args.language, **opts)
+    endpoint = EndpointConfig.from_options(vars(args), flag="--")
+    stream = model.stream(args.language, **opts, endpoint=endpoint)
     out = sys.stderr if args.json else sys.stdout
     shown = ""
+    utterances = 0
     for offset, piece in iter_blocks(wav, model.sample_rate, model.sample_rate,
                                      args.chunk_ms / 1000):
         stream.accept_waveform(piece, model.sample_rate)
@@ -242,7 +258,13 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]) 
             active = ",".join(stream.active)
             print(f"  [{offset + len(piece) / model.sample_rate:7.2f}s] ({active}) {shown}",
                   file=out, flush=True)
-    return stream.finish()
+        if stream.is_endpoint:
+            utterances += 1
+            shown = ""
+            yield stream.reset()
+    last = stream.finish()
+    if last.text or not utterances:
+        yield last
 
 
 def _run_synth(args: Any) -> int:
@@ -295,6 +317,13 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--stream", action="store_true",
                    help="stream the file in --chunk-ms pieces, printing partial results")
     t.add_argument("--chunk-ms", type=float, default=320.0, help="streaming piece length")
+    defaults = EndpointConfig()
+    for name, what in (("silence_before_text", "of silence with nothing recognized yet"),
+                       ("silence_after_text", "of silence after some text"),
+                       ("max_utterance", "of one utterance at most")):
+        t.add_argument("--" + name.replace("_", "-"), default=None, metavar="S",
+                       help=f"--stream: an utterance ends after S seconds {what} (default "
+                            f"{getattr(defaults, name):g}; inf: never); one line per utterance")
     t.add_argument("--backend", choices=BACKENDS, default=None,
                    help="run the networks in PyTorch or onnxruntime (default: the package's "
                         "own, else torch; onnx exports a PyTorch model's graphs in memory)")

@@ -50,7 +50,9 @@ def test_http_and_websocket_transcripts_equal_the_command_line(server, cli_json,
     messages = stream_file(server, name, server.wav, chunk_seconds=1.0)
     final = messages[-1]
     assert final["type"] == "final"
-    assert final == {"type": "final", **{k: v for k, v in expected.items() if k != "file"}}
+    assert {k: v for k, v in final.items() if k not in ("segment", "start", "end", "last")} \
+        == {"type": "final", **{k: v for k, v in expected.items() if k != "file"}}
+    assert final["segment"] == 0 and final["last"] is True and final["start"] == 0.0
     partials = [m for m in messages if m["type"] == "partial"]
     if name == "tones":  # streams: partial results came before the end, growing to the text
         assert [p["seconds"] for p in partials] == pytest.approx([1, 2, 3, 3.72], abs=0.01)
@@ -60,6 +62,30 @@ def test_http_and_websocket_transcripts_equal_the_command_line(server, cli_json,
         assert set(partials[0]["lid"]) == {"en", "hi"}
     else:  # decodes at 'done'
         assert partials == []
+
+
+def test_a_stream_with_pauses_gets_a_final_per_utterance_and_goes_on(server, tmp_path):
+    from speechlab.testing.tone_rnnt import tone_samples
+
+    wav = tmp_path / "three.wav"
+    audio = np.concatenate([tone_samples("the fox", lead=0.6, tail=1.6)] * 3)
+    sf.write(wav, audio, 16000)
+    messages = stream_file(server, "tones", wav, query="&silence_after_text=1.0")
+    finals = [m for m in messages if m["type"] == "final"]
+    assert [(m["segment"], m["text"], m["last"]) for m in finals] == [
+        (0, "the fox", False), (1, "the fox", False), (2, "the fox", False), (3, "", True)]
+    assert all(m["language"] == "en" and m["words"] for m in finals[:3])
+    assert [m["start"] for m in finals[1:]] == [m["end"] for m in finals[:-1]]
+    # the partials after an utterance's final speak of the next one
+    order = [(m["type"], m["segment"]) for m in messages]
+    assert order.index(("final", 0)) < order.index(("partial", 1))
+    partials_of_two = [m["text"] for m in messages if m["type"] == "partial" and m["segment"] == 2]
+    assert partials_of_two and all("the fox the" not in t for t in partials_of_two)
+    for query in ("&silence_after_text=0", "&max_utterance=x"):
+        ws = ws_connect(server, f"/ws/asr?model=tones{query}")
+        got, code = collect(ws)
+        assert [m["type"] for m in got] == ["error"] and code == 1008
+        assert ("silence_after_text" if "silence" in query else "max_utterance") in got[0]["message"]
 
 
 def test_early_stopping_switches_decoders_off_and_bad_settings_are_refused(server):

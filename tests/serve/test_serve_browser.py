@@ -35,14 +35,24 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 @pytest.fixture(scope="module")
-def browser(tone_wav):
+def playwright():
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        # Playwright gives each launch a fresh temporary --user-data-dir.
-        b = p.chromium.launch(executable_path=str(CHROMIUM),
-                              args=[*FLAGS, f"--use-file-for-fake-audio-capture={tone_wav}"])
-        yield b
-        b.close()
+        yield p
+
+
+def launch(playwright, wav):
+    """Chromium whose fake microphone plays ``wav`` (in a loop); Playwright gives each launch a
+    fresh temporary --user-data-dir."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM),
+                                      args=[*FLAGS, f"--use-file-for-fake-audio-capture={wav}"])
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, tone_wav):
+    b = launch(playwright, tone_wav)
+    yield b
+    b.close()
 
 
 @pytest.fixture
@@ -198,3 +208,49 @@ def test_a_tab_under_the_pointer_keeps_its_label_readable(page):
     page.hover("#tab-lattice")
     background = page.eval_on_selector("#tab-lattice", "e => getComputedStyle(e).backgroundColor")
     assert background in ("rgba(0, 0, 0, 0)", "transparent")
+
+
+def _three_sentences(path):
+    import numpy as np
+    import soundfile as sf
+
+    from speechlab.testing.tone_rnnt import tone_samples
+
+    sf.write(path, np.concatenate([tone_samples("the fox", lead=0.6, tail=1.6)] * 3), 16000,
+             subtype="PCM_16")
+    return path
+
+
+def test_a_recording_with_pauses_shows_its_utterances_as_lines(page, tmp_path):
+    page.select_option("#asr-model", "tones")
+    page.set_input_files("#asr-file", str(_three_sentences(tmp_path / "three.wav")))
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    assert page.locator("#asr-text .utterance").all_inner_texts() == ["the fox"] * 3
+    assert [w.split()[0] for w in page.locator(".word").all_inner_texts()] == ["the", "fox"] * 3
+
+
+def test_a_microphone_with_pauses_gives_a_line_per_utterance(playwright, server, tmp_path):
+    """A person reads three sentences with pauses into the microphone: the page shows each as
+    a line once its pause has passed, while it goes on listening."""
+    wav = _three_sentences(tmp_path / "three.wav")  # 13.3 s; the fake microphone loops it
+    b = launch(playwright, wav)
+    try:
+        page = b.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready=true]", timeout=15000)
+        page.select_option("#asr-model", "tones")
+        page.click("#asr-record")
+        _wait_state(page, "asr", "listening", timeout=15000)
+        # the third sentence's last burst ends at 11.4 s of the file, its pause's endpoint
+        # comes 1.2 s later (and a chunk); lines are looked for until then and a little more
+        page.locator("#asr-text .utterance").nth(2).wait_for(timeout=60000)
+        assert _state(page, "asr") == "listening"  # the stream went on after each line
+        page.click("#asr-stop")
+        assert _wait_state(page, "asr", "done", "error") == "done"
+        lines = page.locator("#asr-text .utterance").all_inner_texts()
+        assert lines[:3] == ["the fox"] * 3, lines
+        assert not errors, errors
+    finally:
+        b.close()

@@ -1,4 +1,6 @@
-"""Live recognition over a WebSocket: ``/ws/asr?model=NAME[&language=L][&tau=T&s_th=S]``.
+"""Live recognition over a WebSocket: ``/ws/asr?model=NAME[&language=L][&tau=T&s_th=S]``
+``[&silence_before_text=S&silence_after_text=S&max_utterance=S]`` (the endpoint rules of
+:mod:`speechlab.endpoint`, seconds).
 
 The client sends binary frames of float32 little-endian mono PCM at 16 kHz and, at the end,
 the text frame ``done``. The server answers with JSON text frames:
@@ -7,8 +9,14 @@ the text frame ``done``. The server answers with JSON text frames:
   text so far, the LID head's posteriors (None without one), the languages whose decoders
   still run under early stopping (Sec. 6.3 of the multi-softmax paper), and the seconds of
   audio decoded;
-- one ``{"type": "final", "text", "language", "lid", "words"}`` after ``done``: the
-  :class:`~speechlab.contract.Transcript` as ``speechlab transcribe --json`` writes it;
+- ``{"type": "final", "text", "language", "lid", "words", "segment", "start", "end",
+  "last": false}`` each time a streaming model's utterance ends (an endpoint): that
+  utterance's :class:`~speechlab.contract.Transcript` as ``speechlab transcribe --json``
+  writes it, ``segment`` its number from 0, ``start``/``end`` its seconds in the stream; the
+  stream goes on with the next utterance, and the partials speak of that one;
+- one ``{"type": "final", ..., "segment", "last": true}`` after ``done``: the last utterance
+  (the whole recording when no endpoint came, and always for a model that reads whole
+  recordings);
 - ``{"type": "error", "message"}`` for anything malformed. A bad frame is skipped and the
   stream goes on; a stream that cannot go on (unknown model, bad settings, the server busy,
   audio arriving far faster than it is decoded, a recording too long to keep) is closed after
@@ -27,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from speechlab.endpoint import EndpointConfig
 from speechlab.errors import DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
 from speechlab.serve.runtime import Busy, NotFound, Runtime
@@ -37,6 +46,8 @@ log = logging.getLogger(__name__)
 SAMPLE_RATE = 16000
 #: Samples decoded per step: a step never holds a worker for long.
 STEP_SAMPLES = SAMPLE_RATE
+#: Within a step, endpoints are looked for after every piece of this many samples (100 ms).
+PIECE_SAMPLES = SAMPLE_RATE // 10
 
 # WebSocket close codes (RFC 6455): normal, policy violation (bad request), internal error,
 # try again later.
@@ -68,6 +79,7 @@ class AsrSession:
         self.closed = False
         self.wake = asyncio.Event()
         self.send_lock = asyncio.Lock()
+        self.segments = 0  # utterances finished by an endpoint
 
     # -----------------------------------------------------------------------------------------
     # The connection
@@ -104,7 +116,8 @@ class AsrSession:
         self.served = self.runtime.model(query.get("model"), "asr")
         self.opts = self.served.options(query)
         if self.served.streaming:
-            self.stream = self.served.model.stream(**self.opts)
+            endpoint = EndpointConfig.from_options(query)
+            self.stream = self.served.model.stream(**self.opts, endpoint=endpoint)
         self.runtime.streams.take()  # last: nothing after it can fail and keep the slot
 
     async def _receive(self) -> None:
@@ -190,8 +203,9 @@ class AsrSession:
                 self.wake.clear()
                 if self.served.streaming:
                     while self.pending and not self.closed:
-                        message = await self.runtime.step(self._step, self._take(STEP_SAMPLES))
-                        await self._send(message)
+                        messages = await self.runtime.step(self._step, self._take(STEP_SAMPLES))
+                        for message in messages:
+                            await self._send(message)
                 if self.done and not self.closed and (not self.pending or not self.served.streaming):
                     await self._send(await self._final())
                     await self._close(NORMAL)
@@ -217,16 +231,32 @@ class AsrSession:
         self.pending_samples -= n
         return np.concatenate(taken) if len(taken) > 1 else taken[0]
 
-    def _step(self, samples: np.ndarray) -> dict[str, Any]:
-        """On a worker thread: decode ``samples``; the partial result to send."""
+    def _step(self, samples: np.ndarray) -> list[dict[str, Any]]:
+        """On a worker thread: decode ``samples`` a piece at a time, closing an utterance at
+        each endpoint; the finals of the utterances closed, then the partial result."""
         stream = self.stream
-        stream.accept_waveform(samples, SAMPLE_RATE)
-        self.decoded_samples += len(samples)
+        out = []
+        for at in range(0, len(samples), PIECE_SAMPLES):
+            piece = samples[at:at + PIECE_SAMPLES]
+            stream.accept_waveform(piece, SAMPLE_RATE)
+            self.decoded_samples += len(piece)
+            if stream.is_endpoint:
+                out.append(self._utterance(stream.reset(), last=False))
         lid = stream.lid
-        return {"type": "partial", "text": stream.partial,
-                "lid": None if lid is None else {k: round(float(v), 6) for k, v in lid.items()},
-                "active": list(stream.active),
-                "seconds": round(self.decoded_samples / SAMPLE_RATE, 3)}
+        out.append({"type": "partial", "text": stream.partial, "segment": self.segments,
+                    "lid": None if lid is None else {k: round(float(v), 6)
+                                                     for k, v in lid.items()},
+                    "active": list(stream.active),
+                    "seconds": round(self.decoded_samples / SAMPLE_RATE, 3)})
+        return out
+
+    def _utterance(self, result: Any, last: bool) -> dict[str, Any]:
+        message = {"type": "final", **result.to_json(), "segment": self.segments,
+                   "start": result.extra.get("start", 0.0),
+                   "end": result.extra.get("end", round(self.decoded_samples / SAMPLE_RATE, 3)),
+                   "last": last}
+        self.segments += 1
+        return message
 
     async def _final(self) -> dict[str, Any]:
         served = self.served
@@ -237,9 +267,10 @@ class AsrSession:
                 raise DataError("no audio was sent before 'done'")
             samples = np.concatenate(self.pending)
             self.pending, self.pending_samples = [], 0
+            self.decoded_samples = len(samples)
             result = await self.runtime.job(served, _transcribe, served.model, samples,
                                             self.opts)
-        return {"type": "final", **result.to_json()}
+        return self._utterance(result, last=True)
 
 
 def _transcribe(model: Any, samples: np.ndarray, opts: dict[str, Any]) -> Any:

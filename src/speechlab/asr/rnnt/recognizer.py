@@ -42,6 +42,7 @@ from speechlab.audio.io import as_samples
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word, words_from_tokens
+from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
@@ -121,12 +122,14 @@ class RnntRecognizer(ModelBase):
 
     def stream(self, language: str | None = None, *, tau: float = math.inf,
                s_th: float = math.inf, beam: int | None = None,
-               method: str | None = None) -> RnntStream:
+               method: str | None = None, endpoint: EndpointConfig | None = None
+               ) -> RnntStream:
         """A stream for one recording (module doc). ``language``: decode that language only;
         None: the model's one language, or, for a model with a LID head, every language's
         decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
         when their LID score is ``s_th`` below the best's. ``beam``, ``method``: the search's
-        (default: the model's)."""
+        (default: the model's). ``endpoint``: the rules of ``is_endpoint`` (default:
+        :class:`~speechlab.endpoint.EndpointConfig`'s)."""
         search = self.search if beam is None else replace(self.search, beam=beam)
         if method is not None:
             if method not in self.methods:
@@ -134,7 +137,7 @@ class RnntRecognizer(ModelBase):
                                   f"{', '.join(self.methods)}")
             search = replace(search, method=method)
         return RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
-                          search)
+                          search, endpoint or EndpointConfig())
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
@@ -280,10 +283,18 @@ class RnntStream:
     joined, word times counted from the start of the recording; LID-free, each segment picks
     its language, and the recording's ``lid`` is the frame-weighted average. The LSTM encoder's
     state is constant in size: its streams are one segment whatever their length.
+
+    **Utterances.** ``is_endpoint`` says when the utterance being decoded has ended by one of
+    the rules of :mod:`speechlab.endpoint`; trailing silence is the time since the best
+    hypothesis last emitted a label. ``reset()`` closes the utterance, returns its
+    :class:`Transcript` (its own language and LID, word times from the start of the recording,
+    ``extra``: ``utterance`` k, ``start``, ``end``, ``endpoint`` the rule) and starts the next
+    one afresh, encoder and searches, as a new segment. ``partial``, ``lid``, ``active`` and
+    ``finish()`` speak of the utterance since the last reset (without resets: the recording).
     """
 
     def __init__(self, rec: RnntRecognizer, language: str | None, early_stop: EarlyStopConfig,
-                 search: SearchConfig) -> None:
+                 search: SearchConfig, endpoint: EndpointConfig | None = None) -> None:
         import kaldi_native_fbank as knf
 
         self.rec = rec
@@ -300,6 +311,10 @@ class RnntStream:
         self._closed = False  # the last segment is among _segments
         self._seconds = 0.0  # audio received
         self._finished: Transcript | None = None
+        self.endpoint = endpoint or EndpointConfig()
+        self._utterance_start = 0  # feature frames before the current utterance
+        self._utterances = 0  # utterances closed by reset()
+        self._last_label: float | None = None  # seconds: the utterance's last label's end
 
     def _new_decoder(self) -> Any:
         rec, model = self.rec, self.rec.model
@@ -351,6 +366,7 @@ class RnntStream:
         """The current segment's result kept; encoder and searches start afresh (unless this
         is the stream's end: ``active`` then still tells which decoders ran to it)."""
         if self._decoder.num_frames if self.lid_free else self._decoder.frames:
+            self._last_label = self._live_last_label() or self._last_label
             self._segments.append(self._segment_result())
         self._closed = not restart
         if restart:
@@ -377,6 +393,64 @@ class RnntStream:
         return Transcript(self.rec.text(best.tokens, self.language), lang, None,
                           _shifted(words, offset),
                           extra={"frames": self._decoder.frames, "start": offset})
+
+    def _leading(self) -> str | None:
+        """The language whose hypothesis is shown: the one decoded, or the LID head's lead."""
+        if not self.lid_free:
+            return self.language
+        lid = self.lid or {}
+        running = list(self.active) or list(self.rec.languages)
+        return max(running, key=lambda lang: lid.get(lang, 0.0))
+
+    def _live_hyp(self) -> Any:
+        if self.lid_free:
+            return self._decoder.best(self._leading())
+        return self._decoder.partial
+
+    def _live_last_label(self) -> float | None:
+        """Seconds from the recording's start to the end of the live segment's last label."""
+        times = self._live_hyp().times
+        if not times:
+            return None
+        start = self._segment_start * self.rec.fbank.frame_shift
+        return start + (int(times[-1]) + 1) * self.rec.frame_seconds
+
+    def _decoded_seconds(self) -> float:
+        return (self._segment_start + len(self._energy)) * self.rec.fbank.frame_shift
+
+    @property
+    def endpoint_rule(self) -> str | None:
+        """The endpoint rule that holds for the current utterance (None: none does)."""
+        if self._finished is not None:
+            return None
+        start = self._utterance_start * self.rec.fbank.frame_shift
+        now = self._decoded_seconds()
+        last = (self._live_last_label() if not self._closed else None) or self._last_label
+        has_text = last is not None
+        return self.endpoint.rule(now - (last if has_text else start), now - start, has_text)
+
+    @property
+    def is_endpoint(self) -> bool:
+        """Whether the current utterance has ended (:mod:`speechlab.endpoint`'s rules)."""
+        return self.endpoint_rule is not None
+
+    def reset(self) -> Transcript:
+        """Close the current utterance: its transcript (class doc); the stream goes on with
+        the next one from the audio decoded so far."""
+        if self._finished is not None:
+            raise ConfigError("this stream is finished; start a new one")
+        rule = self.endpoint_rule
+        start = self._utterance_start * self.rec.fbank.frame_shift
+        end = self._decoded_seconds()
+        self._end_segment(restart=True)
+        result = self._combined(self._segments, end)
+        result.extra.update(utterance=self._utterances, start=round(start, 3),
+                            end=round(end, 3), endpoint=rule)
+        self._utterances += 1
+        self._segments = []
+        self._utterance_start = self._segment_start
+        self._last_label = None
+        return result
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -411,13 +485,7 @@ class RnntStream:
         """The best text so far (LID-free: of the language the LID head leads with)."""
         if self._finished is not None:
             return self._finished.text
-        if not self.lid_free:
-            now = self.rec.text(self._decoder.partial.tokens, self.language)
-        else:
-            lid = self.lid or {}
-            running = [l for l in self.active] or list(self.rec.languages)
-            lang = max(running, key=lambda l: lid.get(l, 0.0))
-            now = self.rec.text(self._decoder.best(lang).tokens, lang)
+        now = self.rec.text(self._live_hyp().tokens, self._leading())
         return " ".join(t for t in [*(seg.text for seg in self._segments), now] if t)
 
     def finish(self) -> Transcript:
@@ -427,16 +495,25 @@ class RnntStream:
         self._fbank.input_finished()
         self._advance(final=True)
         self._end_segment(restart=False)
-        segments = self._segments
+        self._finished = self._combined(self._segments, self._seconds)
+        if self._utterances:
+            self._finished.extra.update(
+                utterance=self._utterances,
+                start=round(self._utterance_start * self.rec.fbank.frame_shift, 3),
+                end=round(self._seconds, 3), endpoint=None)
+        return self._finished
+
+    def _combined(self, segments: list[Transcript], end: float) -> Transcript:
+        """One transcript of ``segments`` (an utterance's, or the recording's), word times
+        clipped at ``end`` seconds (an encoder frame spans several feature frames: the last
+        may reach past the audio)."""
         text = " ".join(seg.text for seg in segments if seg.text)
-        # an encoder frame spans several feature frames: the last may reach past the audio
-        words = tuple(Word(w.word, min(w.start, self._seconds), min(w.end, self._seconds))
+        words = tuple(Word(w.word, min(w.start, end), min(w.end, end))
                       for seg in segments for w in seg.words or ())
         if self.lid_free:
             lid = self.lid
             if not segments:
-                self._finished = Transcript("", None, lid, ())
-                return self._finished
+                return Transcript("", None, lid, (), extra={})
             frames = sum(seg.extra["frames"] for seg in segments)
             active = {lang: sum(seg.extra["active_frames"][lang] for seg in segments)
                       for lang in self.rec.languages}
@@ -444,21 +521,19 @@ class RnntStream:
                 language, lid = segments[0].language, segments[0].lid
             else:
                 language = max(lid, key=lid.get)
-            self._finished = Transcript(text, language, lid, words, extra={
+            return Transcript(text, language, lid, words, extra={
                 "active_frames": active, "t_avg": sum(active.values()) / frames,
                 "segment_starts": [seg.extra["start"] for seg in segments]})
-        else:
-            # the given language, the model's one, or (pooled) the language most words had
-            counts: dict[str, int] = {}
-            for seg in segments:
-                if seg.language is not None:
-                    counts[seg.language] = counts.get(seg.language, 0) + len(seg.words or ()) + 1
-            language = self.language or (
-                self.rec.languages[0] if len(self.rec.languages) == 1 else
-                max(counts, key=counts.get) if counts else None)
-            self._finished = Transcript(text, language, None, words, extra={
-                "segment_starts": [seg.extra["start"] for seg in segments]})
-        return self._finished
+        # the given language, the model's one, or (pooled) the language most words had
+        counts: dict[str, int] = {}
+        for seg in segments:
+            if seg.language is not None:
+                counts[seg.language] = counts.get(seg.language, 0) + len(seg.words or ()) + 1
+        language = self.language or (
+            self.rec.languages[0] if len(self.rec.languages) == 1 else
+            max(counts, key=counts.get) if counts else None)
+        return Transcript(text, language, None, words, extra={
+            "segment_starts": [seg.extra["start"] for seg in segments]})
 
 
 def _shifted(words: tuple[Word, ...], seconds: float) -> tuple[Word, ...]:

@@ -40,6 +40,8 @@ class Session {
     if (msg.type === "partial") {
       this.decoded = msg.seconds;
       this.view.partial(msg, this.sent / RATE);
+    } else if (msg.type === "final" && msg.last === false) {
+      this.view.utterance(msg); // an endpoint: that utterance is done, the stream goes on
     } else if (msg.type === "final") {
       this.final = msg;
       this.view.final(msg, performance.now() - this.doneAt, this.sent / RATE);
@@ -99,10 +101,16 @@ export function initAsr(models, capabilities) {
 
   // What the panel shows -------------------------------------------------------------------
   const view = {
+    lines: [], // the utterances endpoints have closed, one line each
+    show(current) {
+      const done = this.lines.map((u) => el("div", { class: "utterance", text: u.text }));
+      $("asr-text").replaceChildren(...done, el("div", { class: "current", text: current }));
+    },
     reset() {
       const box = $("asr-transcript");
       box.className = "transcript partial";
-      $("asr-text").textContent = "";
+      this.lines = [];
+      this.show("");
       $("asr-meta").replaceChildren();
       $("asr-words").replaceChildren(el("span", { class: "muted", text: "Word times appear with the final result." }));
       this.lid(null);
@@ -111,21 +119,28 @@ export function initAsr(models, capabilities) {
     },
     partial(msg, sentSeconds) {
       $("asr-transcript").className = "transcript partial";
-      $("asr-text").textContent = msg.text;
+      this.show(msg.text);
       this.lid(msg.lid);
       this.active(msg.active);
       this.meta([["sent", `${sentSeconds.toFixed(1)} s`], ["decoded", `${msg.seconds.toFixed(1)} s`]]);
     },
     final(msg, latencyMs, sentSeconds) {
       const box = $("asr-transcript");
-      box.className = msg.text ? "transcript final" : "transcript empty";
-      $("asr-text").textContent = msg.text || "(nothing recognized)";
+      const said = msg.text || this.lines.length;
+      box.className = said ? "transcript final" : "transcript empty";
+      this.show(msg.text || (this.lines.length ? "" : "(nothing recognized)"));
       this.lid(msg.lid);
       const meta = [["language", msg.language || "–"]];
       if (sentSeconds) meta.push(["audio", `${sentSeconds.toFixed(1)} s`]);
       if (latencyMs !== null) meta.push(["final after", `${Math.round(latencyMs)} ms`]);
       this.meta(meta);
-      this.words(msg.words);
+      this.words(this.lines.length ? [...this.lines.flatMap((u) => u.words || []), ...(msg.words || [])] : msg.words);
+    },
+    utterance(msg) {
+      if (msg.text) this.lines.push(msg);
+      this.show("");
+      this.lid(msg.lid);
+      this.words(this.lines.flatMap((u) => u.words || []));
     },
     error(message) {
       showError("asr-error", message);
