@@ -37,8 +37,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from speechlab.contract import (Model, Recognizer, Transcript, as_recognizer, as_synthesizer,
-                                recognition_options)
+from speechlab.contract import (Model, Recognizer, Transcript, Word, as_recognizer,
+                                as_synthesizer, recognition_options)
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
@@ -200,6 +200,9 @@ def _run_transcribe(args: Any) -> int:
     opts = recognition_options(model, language=args.language, method=args.method,
                                beam=args.beam, tau=args.tau, s_th=args.s_th, flag="--")
     language = opts.pop("language")
+    if args.stream and args.vad:
+        raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
+                          "the endpoint rules instead: give one of them")
     if args.stream and "stream" not in model.capabilities:
         raise ConfigError("--stream: this model reads whole recordings; only the multi-softmax "
                           "RNN-T family streams")
@@ -213,11 +216,49 @@ def _run_transcribe(args: Any) -> int:
             if args.stream:
                 for result in _stream_file(model, wav, args, opts):
                     _print_result(wav, result, args.json)
+            elif args.vad:
+                _print_result(wav, transcribe_speech(model, wav, language=language,
+                                                     progress=progress.update, **opts),
+                              args.json)
             else:
                 _print_result(wav, model.transcribe(wav, language=language,
                                                     progress=progress.update, **opts), args.json)
         sys.stdout.flush()
     return 0
+
+
+def transcribe_speech(model: Recognizer, audio: Any, sample_rate: int = 16000,
+                      vad: Any = None, progress: Any = None, **options: Any) -> Transcript:
+    """``audio`` (a path, or mono samples at ``sample_rate``) cut into its speech by voice
+    activity detection (:mod:`speechlab.audio.vad`, ``vad`` its
+    :class:`~speechlab.audio.vad.VadConfig`) and each piece transcribed by ``model`` (any
+    recognizer, ``options`` as its ``transcribe`` takes them): silence never reaches the
+    search. The texts are joined; word times count from the start of the audio;
+    ``extra["segments"]`` lists each piece's start, end, text and language; the language is
+    the one most pieces had."""
+    from speechlab.audio.io import as_samples, load_audio
+    from speechlab.audio.vad import SAMPLE_RATE, VadConfig, speech_segments
+
+    if isinstance(audio, (str, Path)):
+        import soundfile as sf
+
+        audio, sample_rate = load_audio(audio, None), sf.info(str(audio)).samplerate
+    x = as_samples(audio, sample_rate, SAMPLE_RATE)
+    pieces = []
+    for start, end in speech_segments(x, vad or VadConfig()):
+        r = model.transcribe(x[int(start * SAMPLE_RATE):int(end * SAMPLE_RATE)], SAMPLE_RATE,
+                             **options)
+        pieces.append((start, end, r))
+        if progress is not None:
+            progress(end)
+    words = None if any(r.words is None for _, _, r in pieces) else tuple(
+        Word(w.word, w.start + start, w.end + start) for start, _, r in pieces for w in r.words or ())
+    languages = [r.language for _, _, r in pieces if r.text and r.language]
+    language = max(set(languages), key=languages.count) if languages else (
+        options.get("language") or (model.languages[0] if len(model.languages) == 1 else None))
+    return Transcript(" ".join(r.text for _, _, r in pieces if r.text), language, None, words,
+                      extra={"segments": [{"start": s, "end": e, "text": r.text,
+                                           "language": r.language} for s, e, r in pieces]})
 
 
 def _print_result(wav: Path, result: Transcript, as_json: bool) -> None:
@@ -228,6 +269,8 @@ def _print_result(wav: Path, result: Transcript, as_json: bool) -> None:
         if "utterance" in result.extra:
             out.update(segment=result.extra["utterance"], start=result.extra["start"],
                        end=result.extra["end"])
+        if "segments" in result.extra:
+            out["segments"] = result.extra["segments"]
         print(json.dumps(out, ensure_ascii=False), flush=True)
     else:
         print(f"{wav}\t{result.language or '-'}\t{result.text}", flush=True)
@@ -317,6 +360,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--stream", action="store_true",
                    help="stream the file in --chunk-ms pieces, printing partial results")
     t.add_argument("--chunk-ms", type=float, default=320.0, help="streaming piece length")
+    t.add_argument("--vad", action="store_true",
+                   help="cut each file into its speech by voice activity detection (Silero "
+                        "VAD) and transcribe the pieces; --json lists them as segments")
     defaults = EndpointConfig()
     for name, what in (("silence_before_text", "of silence with nothing recognized yet"),
                        ("silence_after_text", "of silence after some text"),

@@ -1,0 +1,146 @@
+"""Voice activity detection with the Silero VAD network, run by onnxruntime.
+
+The network is the ONNX file the ``silero-vad`` package ships (nothing is downloaded; its own
+Python code is not used). It reads 16 kHz audio in windows of 512 samples (32 ms), each with
+the 64 samples before it as context and a recurrent state carried from window to window, and
+gives the probability that the window holds speech.
+
+- :class:`Vad`: the network over a stream, window by window (:meth:`Vad.accept` gives the
+  probabilities of the windows completed so far);
+- :func:`speech_segments`: a whole recording's speech as (start, end) seconds: speech starts
+  at a window of probability ``threshold`` or more and ends after ``min_silence`` seconds below
+  ``threshold - 0.15``; segments shorter than ``min_speech`` are dropped, each is padded by
+  ``pad`` seconds, and one longer than ``max_segment`` is cut at its least speech-like window.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from speechlab.config import check_fields, ranged
+from speechlab.errors import ConfigError
+
+SAMPLE_RATE = 16000
+WINDOW = 512  # samples per decision (32 ms)
+CONTEXT = 64  # samples of the window before, given with each window
+STATE = (2, 1, 128)
+
+
+def model_path() -> Path:
+    """The Silero VAD ONNX file of the installed ``silero-vad`` package."""
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("voice activity detection needs the silero-vad package (pip install "
+                          "silero-vad; it ships the network, nothing is downloaded)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "silero_vad.onnx"
+    if not path.is_file():
+        raise ConfigError(f"the silero-vad package has no {path.name}; reinstall it")
+    return path
+
+
+@dataclass(frozen=True)
+class VadConfig:
+    """How probabilities become segments (module doc)."""
+
+    threshold: float = ranged(0.5, gt=0.15, lt=1, why="a speech probability")
+    min_silence: float = ranged(0.3, ge=0, why="seconds")
+    min_speech: float = ranged(0.25, ge=0, why="seconds")
+    pad: float = ranged(0.1, ge=0, le=1, why="seconds")
+    max_segment: float = ranged(30.0, gt=1, allow_inf=True, why="seconds")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+class Vad:
+    """The Silero network over one stream of 16 kHz samples (module doc)."""
+
+    def __init__(self, threads: int = 1) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(str(model_path()), options,
+                                            providers=["CPUExecutionProvider"])
+        self.reset()
+
+    def reset(self) -> None:
+        self.state = np.zeros(STATE, dtype=np.float32)
+        self.context = np.zeros(CONTEXT, dtype=np.float32)
+        self.pending = np.zeros(0, dtype=np.float32)
+        self.windows = 0  # windows decided so far
+
+    def accept(self, samples: np.ndarray) -> np.ndarray:
+        """The speech probability of each window ``samples`` completes (16 kHz mono)."""
+        x = np.concatenate([self.pending, np.asarray(samples, dtype=np.float32)])
+        n = len(x) // WINDOW
+        out = np.empty(n, dtype=np.float32)
+        rate = np.array(SAMPLE_RATE, dtype=np.int64)
+        for i in range(n):
+            window = x[i * WINDOW:(i + 1) * WINDOW]
+            frame = np.concatenate([self.context, window])[None]
+            prob, self.state = self.session.run(None, {"input": frame, "state": self.state,
+                                                       "sr": rate})
+            out[i] = float(prob.reshape(-1)[0])
+            self.context = window[-CONTEXT:]
+        self.pending = x[n * WINDOW:]
+        self.windows += n
+        return out
+
+
+def segments_of(probs: np.ndarray, seconds: float, cfg: VadConfig = VadConfig()
+                ) -> list[tuple[float, float]]:
+    """Speech segments (start, end) in seconds from per-window probabilities (module doc);
+    ``seconds`` is the recording's length."""
+    step = WINDOW / SAMPLE_RATE
+    low = cfg.threshold - 0.15
+    raw: list[tuple[int, int]] = []
+    start: int | None = None
+    quiet = 0
+    for i, p in enumerate(probs):
+        if start is None:
+            if p >= cfg.threshold:
+                start, quiet = i, 0
+        elif p < low:
+            quiet += 1
+            if quiet * step >= cfg.min_silence:
+                raw.append((start, i - quiet + 1))
+                start = None
+        else:
+            quiet = 0
+    if start is not None:
+        raw.append((start, len(probs) - quiet))
+    out: list[tuple[float, float]] = []
+    for a, b in raw:
+        if (b - a) * step < cfg.min_speech:
+            continue
+        for k, (x, y) in enumerate(_split(probs, a, b, cfg.max_segment / step)):
+            # a long segment's pieces meet at their cut, unpadded
+            s = x * step if k else max(0.0, x * step - cfg.pad)
+            e = min(seconds, y * step + cfg.pad) if y == b else y * step
+            if k == 0 and out and s <= out[-1][1]:  # padding made neighbours touch: join
+                s = out.pop()[0]
+            out.append((round(s, 3), round(e, 3)))
+    return out
+
+
+def _split(probs: np.ndarray, a: int, b: int, most: float) -> list[tuple[int, int]]:
+    """[a, b) cut at its least speech-like window until no piece exceeds ``most`` windows."""
+    if b - a <= most:
+        return [(a, b)]
+    lo, hi = a + int(most / 4), a + int(most)  # a cut within the allowed length, not too early
+    cut = lo + int(np.argmin(probs[lo:hi]))
+    return [(a, cut), *_split(probs, cut, b, most)]
+
+
+def speech_segments(samples: np.ndarray, cfg: VadConfig = VadConfig(), vad: Vad | None = None
+                    ) -> list[tuple[float, float]]:
+    """The speech of 16 kHz ``samples`` as (start, end) seconds (module doc)."""
+    vad = vad or Vad()
+    vad.reset()
+    return segments_of(vad.accept(samples), len(samples) / SAMPLE_RATE, cfg)
