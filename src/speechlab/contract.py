@@ -301,13 +301,34 @@ class ModelBase:
 def recognition_options(model: Recognizer, *, language: str | None = None,
                         method: str | None = None, beam: int | None = None,
                         tau: float | str | None = None, s_th: float | str | None = None,
+                        languages: Sequence[str] | str | None = None,
                         name: str = "this model", flag: str = "") -> dict[str, Any]:
     """The keywords of ``model.transcribe`` / ``model.stream`` a request asks for (None: not
     given), each checked against the model: ``language`` one it knows, ``method`` one of its
     :attr:`~Recognizer.methods`, ``beam`` >= 1, ``tau`` / ``s_th`` numbers >= 0 or ``inf`` (text
-    from a query string is parsed) for a model with the "early_stop" capability. The CLI
+    from a query string is parsed) for a model with the "early_stop" capability, ``languages``
+    an allowlist (a sequence, or comma-separated text) of languages it knows, for a model with
+    a LID head (the "early_stop" capability) and no ``language`` given. The CLI
     (``flag="--"``) and the server share it; ``name`` says which model in the errors. Returns
     ``{"language": ..., **options}``."""
+    if languages is not None and languages != "":
+        listed = [lang.strip() for lang in languages.split(",")] if isinstance(languages, str) \
+            else list(languages)
+        option = flag + "languages"
+        unknown = [lang for lang in listed if lang not in model.languages]
+        if unknown or not listed:
+            raise ConfigError(f"{option} {','.join(listed)!r}: {name} knows "
+                              f"{', '.join(model.languages)}")
+        if "early_stop" not in model.capabilities:
+            raise ConfigError(f"{option}: an allowlist is for the multi-softmax models with a "
+                              f"LID head; {name} is not one (give --language instead)"
+                              if flag else f"{option}: an allowlist is for the multi-softmax "
+                              f"models with a LID head; {name} is not one")
+        if language is not None:
+            raise ConfigError(f"{flag}language and {option}: give one of them")
+        allowed: dict[str, Any] = {"languages": tuple(dict.fromkeys(listed))}
+    else:
+        allowed = {}
     if language is not None and language not in model.languages:
         raise ConfigError(f"{flag}language {language!r}: {name} knows "
                           f"{', '.join(model.languages)}")
@@ -337,7 +358,7 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
             raise ConfigError(f"{option}: early stopping is for the streaming multi-softmax "
                               f"models with a LID head; {name} is not one")
         opts[key] = value
-    return opts
+    return {**opts, **allowed}
 
 
 def _narrow(model: Model, kind: str, what: str, source: object) -> Any:

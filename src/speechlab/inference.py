@@ -198,7 +198,8 @@ def _run_transcribe(args: Any) -> int:
 
     model = as_recognizer(load(args.model, backend=args.backend), args.model)
     opts = recognition_options(model, language=args.language, method=args.method,
-                               beam=args.beam, tau=args.tau, s_th=args.s_th, flag="--")
+                               beam=args.beam, tau=args.tau, s_th=args.s_th,
+                               languages=args.languages, flag="--")
     language = opts.pop("language")
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
@@ -355,6 +356,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("wavs", nargs="+", type=Path, metavar="WAV")
     t.add_argument("--language", default=None,
                    help="the spoken language (default: the model's, or found by its LID head)")
+    t.add_argument("--languages", default=None, metavar="L1,L2",
+                   help="an allowlist for a model with a LID head: only these languages' "
+                        "decoders run and the LID head chooses among them")
     t.add_argument("--json", action="store_true",
                    help="one JSON object per file: file, text, language, lid, words")
     t.add_argument("--stream", action="store_true",

@@ -88,6 +88,21 @@ def test_a_stream_with_pauses_gets_a_final_per_utterance_and_goes_on(server, tmp
         assert ("silence_after_text" if "silence" in query else "max_utterance") in got[0]["message"]
 
 
+def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server):
+    messages = stream_file(server, "tones", server.wav, query="&languages=hi")
+    assert all(m["active"] == ["hi"] for m in messages if m["type"] == "partial")
+    assert messages[-1]["language"] == "hi" and messages[-1]["lid"] == {"hi": 1.0}
+    status, got = post(server.url, "/api/transcribe?model=tones&languages=en",
+                       server.wav.read_bytes())
+    assert status == 200 and got["text"] == "the fox" and got["lid"] == {"en": 1.0}
+    status, got = post(server.url, "/api/transcribe?model=tones&languages=fr",
+                       server.wav.read_bytes())
+    assert status == 400 and "languages 'fr'" in got["error"]
+    status, got = post(server.url, "/api/transcribe?model=hf&languages=en",
+                       server.wav.read_bytes())
+    assert status == 400 and "LID head" in got["error"]
+
+
 def test_early_stopping_switches_decoders_off_and_bad_settings_are_refused(server):
     messages = stream_file(server, "tones", server.wav, query="&tau=10&s_th=1")
     partials = [m for m in messages if m["type"] == "partial"]

@@ -254,3 +254,15 @@ def test_a_microphone_with_pauses_gives_a_line_per_utterance(playwright, server,
         assert not errors, errors
     finally:
         b.close()
+
+
+def test_the_language_allowlist_leaves_the_lid_head_only_those_languages(page, server):
+    page.select_option("#asr-model", "tones")
+    assert page.is_visible("#asr-allow")
+    page.uncheck("#asr-allow-list input[value=en]")  # the LID head prefers English
+    page.set_input_files("#asr-file", str(server.wav))
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    assert "hi" in page.text_content("#asr-meta")  # the language shown
+    assert "lead" in page.get_attribute(".bar[data-lang=hi]", "class")
+    page.select_option("#asr-model", "hf")  # no LID head: no allowlist
+    assert not page.is_visible("#asr-allow")

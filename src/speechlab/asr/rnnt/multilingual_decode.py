@@ -82,11 +82,26 @@ def select_oracle(languages: Sequence[str], posteriors: Tensor, frames: Tensor,
 SELECTORS: dict[str, Selector] = {"lid": select_by_lid, "oracle": select_oracle}
 
 
+def allowed_languages(known: Sequence[str], given: Sequence[str]) -> tuple[str, ...]:
+    """``given`` checked against the model's ``known`` languages, in the model's order."""
+    unknown = [lang for lang in given if lang not in known]
+    if unknown:
+        raise ConfigError(f"languages: {unknown[0]!r} is not one of this model's "
+                          f"({', '.join(known)})")
+    if not given:
+        raise ConfigError(f"languages: name at least one of {', '.join(known)}")
+    return tuple(lang for lang in known if lang in given)
+
+
 class LidFreeDecoder:
     """Streaming LID-free decoder for one utterance of a multi-softmax model."""
 
     def __init__(self, model: RNNT | RnntNetworks, cfg: DecodeConfig = DecodeConfig(),
-                 true_language: str | None = None) -> None:
+                 true_language: str | None = None,
+                 languages: Sequence[str] | None = None) -> None:
+        """``languages``: decode only these (an allowlist; None: every language of the
+        model): only their decoders start, and the LID head's posteriors are renormalised
+        over them, so selection and early stopping choose among them alone."""
         self.networks = networks_of(model)
         model = self.networks.model
         if not model.spec.lang_output:
@@ -100,7 +115,10 @@ class LidFreeDecoder:
         self.model = model
         self.select = SELECTORS[cfg.select]
         self.true_language = true_language
-        self.languages = model.languages
+        self.languages = tuple(model.languages) if languages is None else \
+            allowed_languages(model.languages, languages)
+        # the LID head's columns of the languages decoded, in the model's order
+        self.columns = torch.tensor([model.languages.index(lang) for lang in self.languages])
         L = len(self.languages)
         # One search, one decoder per language: each step scores every language's hypotheses
         # in one joint call and extends them in one prediction-network call.
@@ -123,7 +141,8 @@ class LidFreeDecoder:
         L = len(self.languages)
         # Without a LID head nothing is ever switched off (checked in __init__); the stopper
         # then only counts frames.
-        lid = (torch.log_softmax(lid_logits.double(), dim=-1) if lid_logits is not None
+        lid = (torch.log_softmax(lid_logits.double()[:, self.columns], dim=-1)
+               if lid_logits is not None
                else torch.zeros(enc_proj.shape[0], L, dtype=torch.float64))
         # The LID bookkeeping of the whole chunk at once; the sums add frame after frame
         # (cumsum), so they are the same as adding one frame at a time.

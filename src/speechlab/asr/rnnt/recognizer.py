@@ -22,7 +22,7 @@ memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ import torch
 from speechlab.asr.rnnt.config import DecodeConfig, EarlyStopConfig, SearchConfig
 from speechlab.asr.rnnt.encoder import ConvTransformerEncoder
 from speechlab.asr.rnnt.model import BUILDERS, FAMILY, RNNT, load, text_of
-from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder
+from speechlab.asr.rnnt.multilingual_decode import LidFreeDecoder, allowed_languages
 from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.search import StreamingDecoder
 from speechlab.audio.chunks import iter_blocks
@@ -122,14 +122,23 @@ class RnntRecognizer(ModelBase):
 
     def stream(self, language: str | None = None, *, tau: float = math.inf,
                s_th: float = math.inf, beam: int | None = None,
-               method: str | None = None, endpoint: EndpointConfig | None = None
-               ) -> RnntStream:
+               method: str | None = None, endpoint: EndpointConfig | None = None,
+               languages: Sequence[str] | None = None) -> RnntStream:
         """A stream for one recording (module doc). ``language``: decode that language only;
         None: the model's one language, or, for a model with a LID head, every language's
         decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
         when their LID score is ``s_th`` below the best's. ``beam``, ``method``: the search's
         (default: the model's). ``endpoint``: the rules of ``is_endpoint`` (default:
-        :class:`~speechlab.endpoint.EndpointConfig`'s)."""
+        :class:`~speechlab.endpoint.EndpointConfig`'s). ``languages``: an allowlist for a
+        model with a LID head: only those decoders start and the LID head chooses among them
+        (its posteriors renormalised over them)."""
+        if languages is not None:
+            if language is not None:
+                raise ConfigError("give the language or an allowlist of languages, not both")
+            if not self.lid_free:
+                raise ConfigError("an allowlist of languages needs a model with a LID head "
+                                  "(multisoftmax_lid); give the language instead")
+            languages = allowed_languages(self.languages, languages)
         search = self.search if beam is None else replace(self.search, beam=beam)
         if method is not None:
             if method not in self.methods:
@@ -137,16 +146,18 @@ class RnntRecognizer(ModelBase):
                                   f"{', '.join(self.methods)}")
             search = replace(search, method=method)
         return RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
-                          search, endpoint or EndpointConfig())
+                          search, endpoint or EndpointConfig(), languages)
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
-                   method: str | None = None,
+                   method: str | None = None, languages: Sequence[str] | None = None,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a file path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         The same result as streaming it in any chunks; a file is read a block at a time.
-        ``progress`` is called with the seconds of audio done after each block."""
-        stream = self.stream(language, tau=tau, s_th=s_th, beam=beam, method=method)
+        ``progress`` is called with the seconds of audio done after each block; ``languages``
+        as :meth:`stream` takes it."""
+        stream = self.stream(language, tau=tau, s_th=s_th, beam=beam, method=method,
+                             languages=languages)
         for offset, piece in iter_blocks(audio, sample_rate, self.sample_rate, 30.0):
             stream.accept_waveform(piece, self.sample_rate)
             if progress is not None:
@@ -294,7 +305,8 @@ class RnntStream:
     """
 
     def __init__(self, rec: RnntRecognizer, language: str | None, early_stop: EarlyStopConfig,
-                 search: SearchConfig, endpoint: EndpointConfig | None = None) -> None:
+                 search: SearchConfig, endpoint: EndpointConfig | None = None,
+                 languages: Sequence[str] | None = None) -> None:
         import kaldi_native_fbank as knf
 
         self.rec = rec
@@ -303,6 +315,8 @@ class RnntStream:
         self._taken = 0  # feature frames handed on so far
         self._buffer: list[np.ndarray] = []
         self.lid_free = language is None and rec.lid_free
+        # the languages decoded LID-free: the model's, or an allowlist of them
+        self.languages = tuple(languages) if languages is not None else tuple(rec.languages)
         self._early_stop, self._search = early_stop, search
         self._decoder = self._new_decoder()
         self._segments: list[Transcript] = []  # finished segments, word times absolute
@@ -320,7 +334,8 @@ class RnntStream:
         rec, model = self.rec, self.rec.model
         if self.lid_free:
             return LidFreeDecoder(rec.networks, DecodeConfig(search=self._search,
-                                                             early_stop=self._early_stop))
+                                                             early_stop=self._early_stop),
+                                  languages=self.languages)
         # a pooled model without a one-hot, or a one-language model, needs no language
         lang = self.language if model.spec.lang_onehot or not (
             model.spec.union_vocab or len(rec.languages) == 1) else None
@@ -399,7 +414,7 @@ class RnntStream:
         if not self.lid_free:
             return self.language
         lid = self.lid or {}
-        running = list(self.active) or list(self.rec.languages)
+        running = list(self.active) or list(self.languages)
         return max(running, key=lambda lang: lid.get(lang, 0.0))
 
     def _live_hyp(self) -> Any:
@@ -458,14 +473,14 @@ class RnntStream:
         if not self.lid_free:
             return (self.language or self.rec.languages[0],)
         on = self._decoder.stopper.on
-        return tuple(lang for i, lang in enumerate(self.rec.languages) if bool(on[i]))
+        return tuple(lang for i, lang in enumerate(self.languages) if bool(on[i]))
 
     @property
     def lid(self) -> dict[str, float] | None:
         """The LID head's posteriors averaged over the frames so far (None without LID)."""
         if not self.lid_free:
             return None
-        sums = {lang: 0.0 for lang in self.rec.languages}
+        sums = {lang: 0.0 for lang in self.languages}
         frames = 0
         for seg in self._segments:
             n = seg.extra["frames"]
@@ -474,10 +489,10 @@ class RnntStream:
                 sums[lang] += p * n
         if self._decoder.num_frames and not self._closed:  # the live segment
             frames += self._decoder.num_frames
-            for i, lang in enumerate(self.rec.languages):
+            for i, lang in enumerate(self.languages):
                 sums[lang] += float(self._decoder.posterior_sum[i])
         if frames == 0:
-            return {lang: 1 / len(self.rec.languages) for lang in self.rec.languages}
+            return {lang: 1 / len(self.languages) for lang in self.languages}
         return {lang: v / frames for lang, v in sums.items()}
 
     @property
@@ -516,7 +531,7 @@ class RnntStream:
                 return Transcript("", None, lid, (), extra={})
             frames = sum(seg.extra["frames"] for seg in segments)
             active = {lang: sum(seg.extra["active_frames"][lang] for seg in segments)
-                      for lang in self.rec.languages}
+                      for lang in self.languages}
             if len(segments) == 1:  # as the decoder gave them
                 language, lid = segments[0].language, segments[0].lid
             else:

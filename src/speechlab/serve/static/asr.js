@@ -184,6 +184,9 @@ export function initAsr(models, capabilities) {
     if (can("early_stop")) language.append(new Option("Auto (LID head)", ""));
     for (const l of m.languages) language.append(new Option(l, l));
     language.disabled = language.options.length < 2;
+    $("asr-allow-list").replaceChildren(...m.languages.map((l) => el("label", { class: "allow-lang" },
+      el("input", { type: "checkbox", value: l, checked: "" }), ` ${l}`)));
+    $("asr-allow").hidden = !can("early_stop");
     $("asr-early").disabled = !can("early_stop");
     $("asr-lid-block").hidden = !can("early_stop");
     $("asr-model-note").textContent = m.streaming
@@ -200,6 +203,9 @@ export function initAsr(models, capabilities) {
     if (can("early_stop")) {
       p.tau = $("asr-tau").value.trim();
       p.s_th = $("asr-sth").value.trim();
+      const boxes = [...document.querySelectorAll("#asr-allow-list input")];
+      const allowed = boxes.filter((b) => b.checked).map((b) => b.value);
+      if (!p.language && allowed.length < boxes.length) p.languages = allowed.join(",");
     }
     return p;
   }
@@ -209,6 +215,7 @@ export function initAsr(models, capabilities) {
     for (const id of ["asr-model", "asr-file", "asr-record"]) $(id).disabled = on;
     $("asr-language").disabled = on || $("asr-language").options.length < 2;
     $("asr-early").disabled = on || !can("early_stop");
+    $("asr-allow").disabled = on || !can("early_stop");
   }
 
   function fail(error) {
