@@ -204,9 +204,6 @@ def _run_transcribe(args: Any) -> int:
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
                           "the endpoint rules instead: give one of them")
-    if args.stream and "stream" not in model.capabilities:
-        raise ConfigError("--stream: this model reads whole recordings; only the multi-softmax "
-                          "RNN-T family streams")
     for wav in args.wavs:  # every input is checked before the first is decoded
         validate_audio_file(wav, expected_sr=None, channels=None)
     for wav in args.wavs:
@@ -281,7 +278,9 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]
                  ) -> Iterator[Transcript]:
     """A file fed to a stream in ``--chunk-ms`` pieces, partial results printed as they change
     (to stderr when stdout carries JSON); each utterance's transcript as an endpoint ends it
-    (the ``--silence-*`` / ``--max-utterance`` rules), and the last one's at the end."""
+    (the ``--silence-*`` / ``--max-utterance`` rules), and the last one's at the end. A model
+    that reads whole recordings gets its utterances cut by voice activity
+    (:class:`speechlab.streaming.VadStream`) and no partial results."""
     import sys
 
     from speechlab.audio.chunks import iter_blocks
@@ -290,7 +289,14 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]
         raise ConfigError(f"--chunk-ms must be a positive number of milliseconds, got "
                           f"{args.chunk_ms}")
     endpoint = EndpointConfig.from_options(vars(args), flag="--")
-    stream = model.stream(args.language, **opts, endpoint=endpoint)
+    stream: Any
+    if "stream" in model.capabilities:
+        stream = model.stream(args.language, **opts, endpoint=endpoint)
+    else:  # a model that reads whole recordings: utterances cut by voice activity
+        from speechlab.streaming import VadStream
+
+        stream = VadStream(lambda x: model.transcribe(x, 16000, args.language, **opts),
+                           endpoint, languages=model.languages)
     out = sys.stderr if args.json else sys.stdout
     shown = ""
     utterances = 0
@@ -362,7 +368,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--json", action="store_true",
                    help="one JSON object per file: file, text, language, lid, words")
     t.add_argument("--stream", action="store_true",
-                   help="stream the file in --chunk-ms pieces, printing partial results")
+                   help="stream the file in --chunk-ms pieces, printing partial results and a "
+                        "line per utterance (a model that reads whole recordings: utterances "
+                        "cut by voice activity)")
     t.add_argument("--chunk-ms", type=float, default=320.0, help="streaming piece length")
     t.add_argument("--vad", action="store_true",
                    help="cut each file into its speech by voice activity detection (Silero "

@@ -4,10 +4,8 @@ recognizer transcribes only the speech (API and CLI)."""
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -17,28 +15,12 @@ from speechlab.audio.vad import VadConfig, segments_of, speech_segments
 
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="needs espeak-ng")
 
-SENTENCES = ("The weather is fine today.", "Please open the window.", "We will meet at noon.")
-
-
-def _say(text: str) -> np.ndarray:
-    from speechlab.audio.io import as_samples
-
-    wav = subprocess.run(["espeak-ng", "--stdout", text], capture_output=True, check=True).stdout
-    x, rate = sf.read(io.BytesIO(wav), dtype="float32")
-    return as_samples(x, rate, 16000)
-
-
 @pytest.fixture(scope="module")
 def talk() -> tuple[np.ndarray, list[tuple[float, float]]]:
-    """Three sentences with 1.5 s pauses, and where each one's speech lies."""
-    parts, spans, at = [np.zeros(16000, np.float32)], [], 16000
-    for text in SENTENCES:
-        x = _say(text)
-        voiced = np.flatnonzero(np.abs(x) > 0.01)
-        spans.append(((at + voiced[0]) / 16000, (at + voiced[-1]) / 16000))
-        parts += [x, np.zeros(24000, np.float32)]
-        at += len(x) + 24000
-    return np.concatenate(parts), spans
+    """Three sentences with 1.5 s pauses, and where each one's voice lies."""
+    from speechlab.testing.audio import spoken_with_pauses
+
+    return spoken_with_pauses()
 
 
 def test_each_sentence_is_one_segment_and_silence_or_noise_none(talk):

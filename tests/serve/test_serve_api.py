@@ -88,6 +88,29 @@ def test_a_stream_with_pauses_gets_a_final_per_utterance_and_goes_on(server, tmp
         assert ("silence_after_text" if "silence" in query else "max_utterance") in got[0]["message"]
 
 
+def test_a_whole_recording_model_streams_utterances_cut_by_voice(server, tmp_path):
+    from speechlab.testing.audio import have_espeak, spoken_with_pauses
+
+    if not have_espeak():
+        pytest.skip("needs espeak-ng")
+    audio, spans = spoken_with_pauses()
+    wav = tmp_path / "talk.wav"
+    sf.write(wav, audio, 16000)
+    messages = stream_file(server, "hf", wav, query="&vad=1&silence_after_text=0.8")
+    finals = [m for m in messages if m["type"] == "final"]
+    assert [(m["segment"], m["last"]) for m in finals] == [(0, False), (1, False), (2, False),
+                                                            (3, True)]
+    for m, (a, b) in zip(finals, spans):
+        assert m["start"] <= a and b <= m["end"]
+    # without vad=1 it decodes the whole recording at 'done', as before
+    messages = stream_file(server, "hf", wav)
+    assert [m["type"] for m in messages] == ["final"] and messages[0]["end"] == \
+        pytest.approx(len(audio) / 16000, abs=0.01)
+    ws = ws_connect(server, "/ws/asr?model=tones&vad=1")
+    got, code = collect(ws)
+    assert code == 1008 and "streams and ends its utterances itself" in got[0]["message"]
+
+
 def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server):
     messages = stream_file(server, "tones", server.wav, query="&languages=hi")
     assert all(m["active"] == ["hi"] for m in messages if m["type"] == "partial")

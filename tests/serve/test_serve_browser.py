@@ -266,3 +266,33 @@ def test_the_language_allowlist_leaves_the_lid_head_only_those_languages(page, s
     assert "lead" in page.get_attribute(".bar[data-lang=hi]", "class")
     page.select_option("#asr-model", "hf")  # no LID head: no allowlist
     assert not page.is_visible("#asr-allow")
+
+
+def test_a_whole_recording_model_hears_the_microphone_in_utterances(playwright, server,
+                                                                   tmp_path):
+    """Three spoken sentences with pauses into the microphone, for a model that reads whole
+    recordings: each utterance comes back once its pause has passed, while the page listens."""
+    import soundfile as sf
+
+    from speechlab.testing.audio import have_espeak, spoken_with_pauses
+
+    if not have_espeak():
+        pytest.skip("needs espeak-ng")
+    audio, _ = spoken_with_pauses()
+    wav = tmp_path / "talk.wav"
+    sf.write(wav, audio, 16000, subtype="PCM_16")
+    b = launch(playwright, wav)
+    try:
+        page = b.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(server.url + "/")
+        page.wait_for_selector("body[data-ready=true]", timeout=15000)
+        page.select_option("#asr-model", "hf")
+        page.click("#asr-record")
+        _wait_state(page, "asr", "listening", timeout=15000)
+        page.wait_for_selector("#asr-transcript[data-utterances='3']", timeout=60000)
+        assert _state(page, "asr") == "listening"
+        page.click("#asr-stop")
+        assert _wait_state(page, "asr", "done", "error") == "done", \
+            page.text_content("#asr-error")
+    finally:
+        b.close()

@@ -15,8 +15,10 @@ the text frame ``done``. The server answers with JSON text frames:
   writes it, ``segment`` its number from 0, ``start``/``end`` its seconds in the stream; the
   stream goes on with the next utterance, and the partials speak of that one;
 - one ``{"type": "final", ..., "segment", "last": true}`` after ``done``: the last utterance
-  (the whole recording when no endpoint came, and always for a model that reads whole
-  recordings);
+  (the whole recording when no endpoint came, and for a model that reads whole recordings);
+- with ``vad=1``, a model that reads whole recordings is given utterances cut by voice activity
+  (:class:`speechlab.streaming.VadStream`): a final for each as its pause ends it, partials
+  without text in between;
 - ``{"type": "error", "message"}`` for anything malformed. A bad frame is skipped and the
   stream goes on; a stream that cannot go on (unknown model, bad settings, the server busy,
   audio arriving far faster than it is decoded, a recording too long to keep) is closed after
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from speechlab.endpoint import EndpointConfig
-from speechlab.errors import DataError, SpeechlabError
+from speechlab.errors import ConfigError, DataError, SpeechlabError
 from speechlab.serve.models import ServedModel
 from speechlab.serve.runtime import Busy, NotFound, Runtime
 from speechlab.serve.uploads import pcm_frame
@@ -80,6 +82,7 @@ class AsrSession:
         self.wake = asyncio.Event()
         self.send_lock = asyncio.Lock()
         self.segments = 0  # utterances finished by an endpoint
+        self.by_voice = False  # a model that reads whole recordings, cut by voice activity
 
     # -----------------------------------------------------------------------------------------
     # The connection
@@ -115,10 +118,33 @@ class AsrSession:
         query = self.ws.query_params
         self.served = self.runtime.model(query.get("model"), "asr")
         self.opts = self.served.options(query)
+        vad = query.get("vad", "") in ("1", "true", "yes")
         if self.served.streaming:
+            if vad:
+                raise ConfigError(f"vad=1 is for models that read whole recordings; "
+                                  f"{self.served.name} streams and ends its utterances itself")
             endpoint = EndpointConfig.from_options(query)
             self.stream = self.served.model.stream(**self.opts, endpoint=endpoint)
+        elif vad:
+            self.stream = self._vad_stream(EndpointConfig.from_options(query))
+            self.by_voice = True
         self.runtime.streams.take()  # last: nothing after it can fail and keep the slot
+
+    def _vad_stream(self, endpoint: EndpointConfig) -> Any:
+        """A stream of utterances cut by voice activity for a model that reads whole
+        recordings (:class:`speechlab.streaming.VadStream`); each utterance is transcribed on
+        the stream's worker under the model's lock, as a job would be."""
+        from speechlab.streaming import VadStream
+
+        model, lock = self.served.model, self.runtime.locks[self.served.name]
+        opts = dict(self.opts)
+        language = opts.pop("language", None)
+
+        def transcribe(samples: np.ndarray) -> Any:
+            with lock:
+                return model.transcribe(samples, SAMPLE_RATE, language, **opts)
+
+        return VadStream(transcribe, endpoint, languages=tuple(model.languages))
 
     async def _receive(self) -> None:
         limits = self.runtime.limits
@@ -148,10 +174,10 @@ class AsrSession:
                     self.pending.append(samples)
                     self.pending_samples += len(samples)
                     behind = self.pending_samples / SAMPLE_RATE
-                    if self.served.streaming and behind > limits.max_pending_seconds:
+                    if self.stream is not None and behind > limits.max_pending_seconds:
                         raise Fatal(f"audio arrives faster than it is decoded ({behind:.0f} s "
                                     "waiting); send it at most at real-time pace")
-                    if not self.served.streaming and behind > limits.max_buffered_seconds:
+                    if self.stream is None and behind > limits.max_buffered_seconds:
                         raise Fatal(f"the recording passed {limits.max_buffered_seconds:g} s, "
                                     f"the most this server keeps for {self.served.name} (which "
                                     "decodes whole recordings); send shorter ones")
@@ -201,12 +227,12 @@ class AsrSession:
             while not self.closed:
                 await self.wake.wait()
                 self.wake.clear()
-                if self.served.streaming:
+                if self.stream is not None:
                     while self.pending and not self.closed:
                         messages = await self.runtime.step(self._step, self._take(STEP_SAMPLES))
                         for message in messages:
                             await self._send(message)
-                if self.done and not self.closed and (not self.pending or not self.served.streaming):
+                if self.done and not self.closed and (not self.pending or self.stream is None):
                     await self._send(await self._final())
                     await self._close(NORMAL)
         except SpeechlabError as e:
@@ -242,6 +268,11 @@ class AsrSession:
             self.decoded_samples += len(piece)
             if stream.is_endpoint:
                 out.append(self._utterance(stream.reset(), last=False))
+        kept = self.stream.buffered_seconds if self.by_voice else 0.0
+        if kept > self.runtime.limits.max_buffered_seconds:
+            raise DataError(f"{kept:.0f} s of one utterance without a pause, the most this "
+                            f"server keeps for {self.served.name} (which decodes whole "
+                            "recordings); lower max_utterance")
         lid = stream.lid
         out.append({"type": "partial", "text": stream.partial, "segment": self.segments,
                     "lid": None if lid is None else {k: round(float(v), 6)
@@ -260,7 +291,7 @@ class AsrSession:
 
     async def _final(self) -> dict[str, Any]:
         served = self.served
-        if served.streaming:
+        if self.stream is not None:
             result = await self.runtime.step(self.stream.finish)
         else:
             if not self.pending:

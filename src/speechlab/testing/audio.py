@@ -120,3 +120,25 @@ def nonfinite_cut(path: str | Path, cut_id: str = "nonfinite", text: str | None 
                   language: str | None = "en", value: float = float("nan")):
     """:func:`nonfinite_wav` as a ``MonoCut`` (with a supervision if ``text`` is given)."""
     return _cut_for(nonfinite_wav(path, value=value), text, language, cut_id)
+
+
+#: Sentences for recordings with pauses (the tests' own).
+SENTENCES = ("The weather is fine today.", "Please open the window.", "We will meet at noon.")
+
+
+def spoken_with_pauses(sentences: tuple[str, ...] = SENTENCES, pause: float = 1.5,
+                       lead: float = 1.0, language: str = "en"
+                       ) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """espeak-ng reading ``sentences`` at 16 kHz with ``pause`` seconds of silence after each
+    (``lead`` before the first), and where each sentence's voice lies (first to last sample
+    above 0.01), in seconds."""
+    parts = [np.zeros(int(lead * 16000), np.float32)]
+    spans, at = [], len(parts[0])
+    gap = np.zeros(int(pause * 16000), np.float32)
+    for text in sentences:
+        x = synth_samples(text, language).astype(np.float32)
+        voiced = np.flatnonzero(np.abs(x) > 0.01)
+        spans.append(((at + voiced[0]) / 16000, (at + voiced[-1]) / 16000))
+        parts += [x, gap]
+        at += len(x) + len(gap)
+    return np.concatenate(parts), spans

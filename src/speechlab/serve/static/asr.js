@@ -110,6 +110,7 @@ export function initAsr(models, capabilities) {
       const box = $("asr-transcript");
       box.className = "transcript partial";
       this.lines = [];
+      box.dataset.utterances = "0";
       this.show("");
       $("asr-meta").replaceChildren();
       $("asr-words").replaceChildren(el("span", { class: "muted", text: "Word times appear with the final result." }));
@@ -138,6 +139,7 @@ export function initAsr(models, capabilities) {
     },
     utterance(msg) {
       if (msg.text) this.lines.push(msg);
+      $("asr-transcript").dataset.utterances = String(msg.segment + 1);
       this.show("");
       this.lid(msg.lid);
       this.words(this.lines.flatMap((u) => u.words || []));
@@ -190,8 +192,8 @@ export function initAsr(models, capabilities) {
     $("asr-early").disabled = !can("early_stop");
     $("asr-lid-block").hidden = !can("early_stop");
     $("asr-model-note").textContent = m.streaming
-      ? "Streams: partial results while you speak."
-      : "Reads whole recordings: decodes when you stop.";
+      ? "Streams: partial results while you speak, a line per utterance."
+      : "Reads whole recordings: from the microphone, each utterance once its pause ends.";
     view.lid(null);
     view.active(m.languages);
   }
@@ -232,7 +234,8 @@ export function initAsr(models, capabilities) {
     setStatus("asr-status", "connecting");
     chunks = [];
     try {
-      session = new Session(view, params());
+      // a model that reads whole recordings hears the microphone in utterances cut at pauses
+      session = new Session(view, current().streaming ? params() : { ...params(), vad: 1 });
       session.onclose = async (why) => { // the server ended the stream while we listened
         if (mic) { await stopMic(); fail(new Error(why)); lock(false); }
       };
