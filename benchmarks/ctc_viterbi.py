@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from _common import call_in_child, format_table
 
 FRAMES = 500
@@ -272,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                         "direct ms/utt", "ours ms/utt", "overhead (median)", "overhead (min)",
                         "RTF"], rows))
     if a.json:
-        from speechlab.utils import atomic_write_json
+        from speechlab.files import atomic_write_json
 
         atomic_write_json(a.json, res)
     else:

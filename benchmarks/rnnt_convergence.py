@@ -30,13 +30,14 @@ import torch
 
 from speechlab.asr.rnnt import build
 from speechlab.asr.rnnt.config import SearchConfig
+from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
+from speechlab.config import load_config
+from speechlab.experiment.recipes import load_recipe
+from speechlab.files import atomic_write_json
 from speechlab.papers.multisoftmax.decoding import decode_known
 from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig, prepare_data
-from speechlab.asr.rnnt.task import RNNTTask, TaskConfig
-from speechlab.experiment.recipes import load_recipe
-from speechlab.config import load_config
-from speechlab.train import Trainer, TrainConfig
-from speechlab.utils import atomic_write_json, exit_with_parent
+from speechlab.processes import exit_with_parent
+from speechlab.train import TrainConfig, Trainer
 
 LANGUAGE = "hi"
 

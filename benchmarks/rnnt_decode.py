@@ -51,9 +51,10 @@ from speechlab.asr.rnnt import (
 )
 from speechlab.asr.rnnt.networks import RnntNetworks
 from speechlab.asr.rnnt.onnx_graphs import export_networks, onnx_networks
-from speechlab.asr.rnnt.search import search_for
 from speechlab.asr.rnnt.presets import PRESETS
-from speechlab.utils import atomic_write_json, seed_everything
+from speechlab.asr.rnnt.search import search_for
+from speechlab.files import atomic_write_json
+from speechlab.processes import seed_everything
 
 #: Targets (demo preset, 4 decoders, beam 4, 4 s, one thread): the PyTorch RTF without early
 #: stopping; RTF with early stopping (tau=10, s_th=0.5) over RTF without; PyTorch RTF over ONNX

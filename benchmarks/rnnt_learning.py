@@ -28,14 +28,14 @@ from pathlib import Path
 import torch
 
 from speechlab.asr.rnnt.config import EarlyStopConfig
-from speechlab.papers.multisoftmax.decoding import decode_known, decode_without_language
 from speechlab.asr.rnnt.model import build, load
-from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig, prepare_data, test_set
 from speechlab.asr.rnnt.training import train_model
 from speechlab.config import load_config
 from speechlab.experiment.recipes import recipe_path
+from speechlab.files import atomic_write_json
 from speechlab.metrics import lid_accuracy
-from speechlab.utils import atomic_write_json
+from speechlab.papers.multisoftmax.decoding import decode_known, decode_without_language
+from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig, prepare_data, test_set
 
 
 def _cpu_seconds() -> float:

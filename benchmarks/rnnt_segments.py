@@ -30,9 +30,9 @@ import soundfile as sf
 import torch
 
 from speechlab.asr.rnnt.recognizer import RnntRecognizer
+from speechlab.files import atomic_write_json
 from speechlab.metrics.error_rate import wer
 from speechlab.text.normalize import normalize_text
-from speechlab.utils import atomic_write_json
 
 
 def joined_test_set(corpus: Path, language: str, minutes: float

@@ -29,8 +29,8 @@ OFFSET = 200  # past the sentences tts_alignment.py reads
 
 
 def _write(root: Path, split: str, rows: list[tuple[str, object, list[str]]]) -> None:
+    from speechlab.files import atomic_write_text
     from speechlab.tts.synthesis import write_wav
-    from speechlab.utils import atomic_write_text
 
     for utt, audio, lines in rows:
         write_wav(root / split / "wav" / f"{utt}.wav", audio)
@@ -40,8 +40,13 @@ def _write(root: Path, split: str, rows: list[tuple[str, object, list[str]]]) ->
 def main(argv: list[str] | None = None) -> int:
     from speechlab.report import Results
     from speechlab.tts.align import align_recording, label_lines
-    from speechlab.tts.corpus import (SECONDS_PER_SENTENCE, TtsCorpusConfig, english_sentences,
-                                      festival_synthesize, import_label_corpus)
+    from speechlab.tts.corpus import (
+        SECONDS_PER_SENTENCE,
+        TtsCorpusConfig,
+        english_sentences,
+        festival_synthesize,
+        import_label_corpus,
+    )
     from speechlab.tts.labels import parse_labels
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
               f"served, {len(refused)} refused with 'busy' and close code "
               f"{sorted({r.close_code for r in refused})}: {'clean' if clean else 'NOT clean'}")
         if a.json:
-            from speechlab.utils import atomic_write_json
+            from speechlab.files import atomic_write_json
 
             atomic_write_json(a.json, {"model": what, "levels": rows, "largest_keeping_up": best,
                                        "refusal": {"limit": limit, "served": len(served),

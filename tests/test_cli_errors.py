@@ -32,7 +32,6 @@ from speechlab.testing.audio import nonfinite_wav, tone_cut
 from speechlab.testing.files import snapshot
 from speechlab.testing.rnnt import untrained_run
 
-
 # ---------------------------------------------------------------------------------------------
 # What a setup can make
 
@@ -908,7 +907,7 @@ def test_every_command_that_replaces_an_output_has_overwrite():
     import argparse
 
     from speechlab.cli import build_parser
-    from speechlab.utils import OUTPUT_KINDS, REPLACED_ONLY_WITH_OVERWRITE
+    from speechlab.files import OUTPUT_KINDS, REPLACED_ONLY_WITH_OVERWRITE
 
     def commands(parser):
         for action in parser._actions:

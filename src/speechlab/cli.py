@@ -4,7 +4,7 @@ Each area contributes its subcommands through an ``add_commands(subparsers)`` fu
 own ``commands.py``, imported here by name: the shared areas, the model families of the
 registry (:mod:`speechlab.families`), and the commands above them. A command is a function ``run(args) -> int`` stored as ``args.func``; it
 declares the paths it writes as ``args.outputs`` (``{"out": "dir", "json": "file"}``, names of
-``args`` attributes to a kind of :data:`speechlab.utils.OUTPUT_KINDS`), which are checked
+``args`` attributes to a kind of :data:`speechlab.files.OUTPUT_KINDS`), which are checked
 before it runs: each can be written, and an existing "file" or "dir" output is replaced only
 with ``--overwrite``, an option every such command has (tests/test_cli_errors.py checks it).
 
@@ -27,11 +27,7 @@ import sys
 from pathlib import Path
 
 from speechlab.errors import SpeechlabError
-from speechlab.utils import (
-    check_output,
-    is_torch_write_failure,
-    refuse_existing,
-)
+from speechlab.files import check_output, is_torch_write_failure, refuse_existing
 
 # Modules that contribute subcommands, in the order they appear in --help: the shared areas,
 # then each registered family's (speechlab.families), then the commands above every family.

@@ -428,7 +428,7 @@ def _deep_update(dst: dict[str, Any], src: dict[str, Any]) -> None:
 
 
 def save_config(cfg: Any, path: str | Path) -> None:
-    from speechlab.utils import atomic_write_text
+    from speechlab.files import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True))
 

@@ -37,8 +37,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from speechlab.contract import (Model, Recognizer, Transcript, Word, as_recognizer,
-                                as_synthesizer, recognition_options)
+from speechlab.contract import (
+    Model,
+    Recognizer,
+    Transcript,
+    Word,
+    as_recognizer,
+    as_synthesizer,
+    recognition_options,
+)
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
@@ -123,7 +130,8 @@ def _load_torch(path: Path) -> Model:
 
 
 def _run_model(model_dir: Path) -> Model:
-    from speechlab.train.card import best_or_latest, read_card as read_model_card
+    from speechlab.train.card import best_or_latest
+    from speechlab.train.card import read_card as read_model_card
 
     name = read_model_card(best_or_latest(model_dir)).family
     loaded: Model = family(name, model_dir).runtime_class().from_run(model_dir)
@@ -323,7 +331,7 @@ def _run_synth(args: Any) -> int:
     import numpy as np
     import soundfile as sf
 
-    from speechlab.utils import atomic_path
+    from speechlab.files import atomic_path
 
     if (args.labels is None) == (args.text is None):
         raise ConfigError("synth: give either a LABELS file or --text, not both")

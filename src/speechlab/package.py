@@ -34,8 +34,8 @@ from typing import Any
 import torch
 
 from speechlab.errors import DataError
+from speechlab.files import current_umask, make_temp_dir
 from speechlab.train.card import ModelCard
-from speechlab.utils import current_umask, make_temp_dir
 
 CARD_NAME = "speechlab.json"
 WEIGHTS_NAME = "model.safetensors"

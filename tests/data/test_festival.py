@@ -65,7 +65,8 @@ def test_a_killed_parent_leaves_no_festival_and_its_scratch_goes_with_the_next(t
     import tempfile
     import time
 
-    from speechlab.utils import dies_with_parent, scratch_dir
+    from speechlab.files import scratch_dir
+    from speechlab.processes import dies_with_parent
 
     if dies_with_parent(["x"]) == ["x"]:
         pytest.skip("no setpriv here: festival cannot be tied to its parent")

@@ -12,13 +12,13 @@ import torch
 from torch import nn
 
 from speechlab.errors import SpeechlabError
+from speechlab.files import exclusive_dir
 from speechlab.testing.toy_task import ToyConfig, ToyTask, build_model
 from speechlab.train.checkpoint import list_checkpoints, load_checkpoint
 from speechlab.train.config import OptimConfig, TrainConfig
 from speechlab.train.log import read_log
 from speechlab.train.sampler import BucketBatches, MapBatches
 from speechlab.train.trainer import Trainer
-from speechlab.utils import exclusive_dir
 
 
 class LinearTask:
@@ -258,9 +258,9 @@ def test_a_full_disk_while_checkpointing_is_named_and_the_rerun_resumes(tmp_path
     import errno
     import os
 
+    from speechlab import files
     from speechlab.cli import fault_message
     from speechlab.train import checkpoint as ckpt_mod
-    from speechlab import utils
 
     toy = ToyConfig(items=24)
     c = cfg(max_steps=6, checkpoint_every=2, early_stop_metric="loss")
@@ -280,7 +280,7 @@ def test_a_full_disk_while_checkpointing_is_named_and_the_rerun_resumes(tmp_path
         f_frsize = 4096
 
     monkeypatch.setattr(ckpt_mod.torch, "save", disk_full_on_second_save)
-    monkeypatch.setattr(utils.os, "statvfs", lambda p: Full())
+    monkeypatch.setattr(files.os, "statvfs", lambda p: Full())
     run = tmp_path / "run"
     with pytest.raises(OSError) as e:
         Trainer(build_model(toy), ToyTask(toy), c, run).fit()

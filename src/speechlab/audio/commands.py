@@ -15,8 +15,8 @@ from pathlib import Path
 from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
 from speechlab.config import add_config_args, command_group, config_from_args
 from speechlab.errors import ConfigError, DataError, where
+from speechlab.files import atomic_path
 from speechlab.text.graphemes import TokenizerBuildConfig, UnionTokenizer
-from speechlab.utils import atomic_path
 
 
 def read_cuts(path: Path):

@@ -36,7 +36,7 @@ import torch
 from speechlab.audio.io import check_finite
 from speechlab.config import check_fields, ranged, to_dict
 from speechlab.errors import ConfigError, DataError, SpeechlabError
-from speechlab.utils import make_temp_dir, naming
+from speechlab.files import make_temp_dir, naming
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,8 @@ from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
 from speechlab.errors import DataError
+from speechlab.files import atomic_path
 from speechlab.nn.mask import lengths_to_mask
-from speechlab.utils import atomic_path
-
 
 # ---------------------------------------------------------------------------------------------
 # Frame stacking

@@ -35,6 +35,7 @@ import soundfile as sf
 
 from speechlab.audio.augment import CHANNEL_KINDS, AugmentPlan, Effect, draw_effects
 from speechlab.config import check_fields, ranged, to_dict
+from speechlab.data import festival
 from speechlab.data.synth import (
     NOISE_COLORS,
     SAMPLE_RATE,
@@ -42,7 +43,6 @@ from speechlab.data.synth import (
     BatchSynthesizer,
     SynthRequest,
 )
-from speechlab.data import festival
 from speechlab.data.text_harvest import (
     LANGUAGES,
     Sentence,
@@ -50,12 +50,7 @@ from speechlab.data.text_harvest import (
     harvest_sentences,
 )
 from speechlab.errors import ConfigError, DataError
-from speechlab.utils import (
-    atomic_path,
-    atomic_write_json,
-    read_json,
-    removed_on_failure,
-)
+from speechlab.files import atomic_path, atomic_write_json, read_json, removed_on_failure
 
 log = logging.getLogger(__name__)
 
@@ -525,8 +520,7 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
 
 
 def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), disable=not enabled, transient=False)

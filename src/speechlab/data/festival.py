@@ -30,7 +30,8 @@ import numpy as np
 import soundfile as sf
 
 from speechlab.errors import DataError, MissingToolError
-from speechlab.utils import dies_with_parent, scratch_dir
+from speechlab.files import scratch_dir
+from speechlab.processes import dies_with_parent
 
 SAMPLE_RATE = 16000
 

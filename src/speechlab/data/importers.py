@@ -52,7 +52,7 @@ from speechlab.data.kaldi import (
 )
 from speechlab.data.text_harvest import LANGUAGES
 from speechlab.errors import ConfigError, DataError
-from speechlab.utils import atomic_write_json, make_temp_dir
+from speechlab.files import atomic_write_json, make_temp_dir
 
 log = logging.getLogger(__name__)
 

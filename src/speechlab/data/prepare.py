@@ -45,8 +45,8 @@ from speechlab.data.importers import (
     staging,
 )
 from speechlab.errors import DataError
+from speechlab.files import atomic_write_json
 from speechlab.text.normalize import normalize_text
-from speechlab.utils import atomic_write_json
 
 log = logging.getLogger(__name__)
 

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
 from speechlab.errors import ConfigError, DataError, MissingToolError
+from speechlab.files import atomic_path, atomic_write_json, file_lock
 from speechlab.text.normalize import sentence_key
-from speechlab.utils import atomic_path, atomic_write_json, file_lock
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from speechlab.utils import atomic_path
+from speechlab.files import atomic_path
 
 log = logging.getLogger(__name__)
 

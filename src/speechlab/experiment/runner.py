@@ -33,8 +33,8 @@ from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.experiment.recipes import load_recipe
 from speechlab.experiment.reproduction import Reproduction, Run
 from speechlab.experiment.scheduler import Work, run_jobs
+from speechlab.processes import seed_everything
 from speechlab.report.results import collect_meta
-from speechlab.utils import seed_everything
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ def _worker_main(conn, execute: Callable[[Any], Any], setup: Callable[..., None]
     A worker started from a forkserver is not a child of the process that submits its work;
     it exits when that process dies (a killed run), so that a restarted run never finds a
     model still being trained by an orphan."""
-    from speechlab.utils import exit_with_parent
+    from speechlab.processes import exit_with_parent
 
     exit_with_parent(parent)
     try:

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from speechlab.errors import DataError
+from speechlab.files import atomic_write_json, atomic_write_text
 from speechlab.metrics import ErrorRate, cer, wer, werr, word_weighted_average
 from speechlab.report import Table
-from speechlab.utils import atomic_write_json, atomic_write_text
 
 
 class Scorable(Protocol):

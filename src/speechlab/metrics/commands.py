@@ -26,9 +26,9 @@ from typing import Literal
 
 from speechlab.config import add_config_args, check_fields, config_from_args, ranged, to_dict
 from speechlab.errors import DataError, where
+from speechlab.files import atomic_write_json
 from speechlab.metrics.error_rate import ErrorRate, cer, wer, werr
 from speechlab.metrics.stats import bootstrap_ci, werr_interval
-from speechlab.utils import atomic_write_json
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any
 from markdown_it import MarkdownIt
 
 from speechlab.errors import DataError
+from speechlab.files import atomic_write_text
 from speechlab.report.results import Results, Table
-from speechlab.utils import atomic_write_text
 
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"

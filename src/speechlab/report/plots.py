@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
-from speechlab.utils import atomic_path
+from speechlab.files import atomic_path
 
 DPI = 150
 _SIZE = (6.4, 4.0)  # inches; at DPI 150 about 960 x 600 pixels before tight cropping

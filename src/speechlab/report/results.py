@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from speechlab.errors import DataError
-from speechlab.utils import atomic_write_json, atomic_write_text
+from speechlab.files import atomic_write_json, atomic_write_text
 
 Cell = str | float | int | None
 

@@ -26,8 +26,8 @@ from typing import Any
 
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError
+from speechlab.files import make_temp_dir
 from speechlab.serve.models import ServedModel
-from speechlab.utils import make_temp_dir
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from speechlab.errors import DataError, MissingToolError
-from speechlab.utils import atomic_path
+from speechlab.files import atomic_path
 
 # espeak-ng voice per language code of the multilingual corpus.
 ESPEAK_VOICES: dict[str, str] = {"en": "en-us", "hi": "hi", "ta": "ta", "gu": "gu"}

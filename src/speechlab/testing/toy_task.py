@@ -30,12 +30,12 @@ import torch
 from torch import nn
 
 from speechlab.config import add_config_args, config_from_args
+from speechlab.files import atomic_path
 from speechlab.train import distributed
 from speechlab.train.card import config_builder
 from speechlab.train.config import TrainConfig
 from speechlab.train.sampler import LanguageBatch, LanguageBatches, MapBatches
 from speechlab.train.trainer import Interrupted, Trainer
-from speechlab.utils import atomic_path
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from speechlab.errors import DataError
+from speechlab.files import atomic_path, atomic_write_json
 from speechlab.text.graphemes import BLANK
 from speechlab.text.normalize import normalize_text
-from speechlab.utils import atomic_path, atomic_write_json
 
 MODEL_FILE = "bpe.model"
 META_FILE = "tokenizer.json"

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from speechlab.errors import DataError
+from speechlab.files import atomic_write_json
 from speechlab.text.normalize import normalize_text
-from speechlab.utils import atomic_write_json
 
 BLANK = "<blank>"
 WORD_START = "B_"

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from speechlab.errors import DataError, MissingToolError, where
-from speechlab.utils import atomic_write_text
+from speechlab.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

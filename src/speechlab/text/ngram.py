@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from speechlab.errors import ConfigError, DataError, where
+from speechlab.files import atomic_write_text
 from speechlab.text.normalize import sentence_key
-from speechlab.utils import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,12 @@ from torch import nn
 
 from speechlab.config import to_dict
 from speechlab.errors import DataError
-from speechlab.train.checkpoint import (BEST_NAME, latest_checkpoint, load_checkpoint,
-                                        load_model_weights)
+from speechlab.train.checkpoint import (
+    BEST_NAME,
+    latest_checkpoint,
+    load_checkpoint,
+    load_model_weights,
+)
 
 #: A model family's builder: its config (``speechlab.config.to_dict`` of the family's config
 #: dataclass) -> the untrained model.
@@ -114,14 +118,14 @@ DECODING_NAME = "decoding.json"
 
 
 def write_decoding(model_dir: str | Path, **settings: Any) -> None:
-    from speechlab.utils import atomic_write_json
+    from speechlab.files import atomic_write_json
 
     atomic_write_json(Path(model_dir) / DECODING_NAME, settings)
 
 
 def read_decoding(model_dir: str | Path) -> dict[str, Any]:
     """The settings :func:`write_decoding` kept for ``model_dir`` (empty if none)."""
-    from speechlab.utils import read_json
+    from speechlab.files import read_json
 
     path = Path(model_dir) / DECODING_NAME
     if not path.is_file():

@@ -41,8 +41,8 @@ import torch
 from torch import nn
 
 from speechlab.errors import SpeechlabError
+from speechlab.files import atomic_path
 from speechlab.nn.weights import check_weight
-from speechlab.utils import atomic_path
 
 FORMAT_VERSION = 1
 CHECKPOINT_NAME = "ckpt-{step:08d}.pt"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from speechlab.utils import atomic_write_text, naming
+from speechlab.files import atomic_write_text, naming
 
 logger = logging.getLogger("speechlab.train")
 
@@ -119,8 +119,14 @@ class ProgressBar:
         if not enabled:
             return
         from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._progress = Progress(
             TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -43,6 +43,8 @@ from torch import nn
 
 from speechlab.config import save_config, to_dict
 from speechlab.errors import SpeechlabError
+from speechlab.files import exclusive_dir
+from speechlab.processes import seed_everything
 from speechlab.train import distributed
 from speechlab.train.checkpoint import (
     BEST_NAME,
@@ -59,7 +61,6 @@ from speechlab.train.config import OptimConfig, TrainConfig
 from speechlab.train.log import MetricsLog, ProgressBar, TensorBoardLog, progress_wanted
 from speechlab.train.sampler import ResumableBatches
 from speechlab.train.schedule import build_scheduler
-from speechlab.utils import exclusive_dir, seed_everything
 
 logger = logging.getLogger("speechlab.train")
 

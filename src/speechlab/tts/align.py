@@ -48,9 +48,9 @@ import numpy as np
 
 from speechlab.config import check_fields, ranged
 from speechlab.errors import ConfigError, DataError
+from speechlab.files import atomic_write_json, atomic_write_text
 from speechlab.tts.acoustic import SAMPLE_RATE
 from speechlab.tts.labels import FRAME_SHIFT, Labels, parse_labels
-from speechlab.utils import atomic_write_json, atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -41,10 +41,16 @@ import numpy as np
 from speechlab.config import Range, check_fields, ranged, to_dict
 from speechlab.data.corpus import MANIFEST_KINDS, splits_a_build_keeps
 from speechlab.errors import ConfigError, DataError, MissingToolError
+from speechlab.files import (
+    atomic_write_json,
+    atomic_write_text,
+    naming,
+    removed_on_failure,
+    scratch_dir,
+)
+from speechlab.processes import dies_with_parent
 from speechlab.tts.acoustic import SAMPLE_RATE
 from speechlab.tts.labels import FRAME_SECONDS, Labels, load_labels, parse_labels
-from speechlab.utils import (atomic_write_json, atomic_write_text, dies_with_parent, naming,
-                             removed_on_failure, scratch_dir)
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from speechlab.errors import DataError
+from speechlab.files import atomic_path, atomic_write_json, removed_on_failure
 from speechlab.tts.acoustic import SAMPLE_RATE, VUV, OutputNormalizer, analyse
 from speechlab.tts.corpus import TtsUtterance, check_pair
 from speechlab.tts.labels import InputNormalizer, Labels, load_labels, phone_features
 from speechlab.tts.questions import QuestionSet, load_questions
-from speechlab.utils import atomic_path, atomic_write_json, removed_on_failure
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +222,7 @@ def prepare(splits: dict[str, Sequence[TtsUtterance]], out: Path, question_file:
 def read_stats(path: Path) -> tuple[InputNormalizer, OutputNormalizer, int, str]:
     """The :class:`Normalization` of a model directory's sidecar, as a tuple of its fields; a
     DataError names the file if it is missing, corrupt or incomplete."""
-    from speechlab.utils import read_json
+    from speechlab.files import read_json
 
     d = read_json(path, "normalizer file")
     try:

@@ -32,10 +32,10 @@ from torch import nn
 
 from speechlab.contract import ModelBase, PackageParts
 from speechlab.errors import DataError
+from speechlab.files import atomic_path, scratch_dir
 from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
 from speechlab.tts.labels import InputNormalizer, Labels
 from speechlab.tts.questions import QuestionSet
-from speechlab.utils import atomic_path, scratch_dir
 
 SIDECAR = "tts.json"      # in each model directory: normalizers, question set source
 QUESTIONS_NAME = "questions.hed"
@@ -44,8 +44,8 @@ QUESTIONS_NAME = "questions.hed"
 def write_model_files(model_dir: Path, stats: dict, question_file: str | None) -> None:
     """The side files of a model directory: ``stats`` (``TtsData.stats()``: the normalizers)
     and the question set (the file ``question_file``, or the project's English set)."""
+    from speechlab.files import atomic_write_json, atomic_write_text
     from speechlab.tts.questions import english_questions
-    from speechlab.utils import atomic_write_json, atomic_write_text
 
     text = Path(question_file).read_text(encoding="utf-8") if question_file else english_questions()
     atomic_write_text(model_dir / QUESTIONS_NAME, text)

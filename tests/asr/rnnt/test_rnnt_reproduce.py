@@ -143,7 +143,7 @@ def test_a_failing_job_stops_a_parallel_run_with_its_error(tmp_path):
 def _sleep_forever_watching(parent):
     import time
 
-    from speechlab.utils import exit_with_parent
+    from speechlab.processes import exit_with_parent
 
     exit_with_parent(parent, period=0.05)
     time.sleep(60)

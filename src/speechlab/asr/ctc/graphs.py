@@ -67,10 +67,9 @@ from pathlib import Path
 
 from speechlab.asr.ctc import topology as topo_mod
 from speechlab.errors import ConfigError, DataError
+from speechlab.files import atomic_path, atomic_write_json, file_lock
 from speechlab.text.lexicon import Lexicon
 from speechlab.text.ngram import BOS, EOS, read_arpa
-from speechlab.utils import atomic_path, atomic_write_json
-from speechlab.utils import file_lock
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from speechlab.errors import DataError, where
+from speechlab.files import atomic_write_json
 from speechlab.text.lexicon import Lexicon, cmudict_lexicon, espeak_lexicon
 from speechlab.text.normalize import normalize_text
-from speechlab.utils import atomic_write_json
 
 log = logging.getLogger(__name__)
 

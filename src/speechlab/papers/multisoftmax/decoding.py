@@ -23,8 +23,8 @@ from speechlab.asr.rnnt.model import RNNT, text_of
 from speechlab.asr.rnnt.multilingual_decode import decode_lid_free
 from speechlab.asr.rnnt.search import decode
 from speechlab.experiment.scoring import Scored, score
+from speechlab.processes import load_average
 from speechlab.text.graphemes import GraphemeTokenizer
-from speechlab.utils import load_average
 
 
 def decode_known(model: RNNT, utts: Sequence[Utterance], tokenizers: Mapping[str, GraphemeTokenizer],

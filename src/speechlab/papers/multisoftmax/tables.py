@@ -12,17 +12,30 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from speechlab.asr.data import Utterance
-from speechlab.papers.multisoftmax.decoding import LidFreeRun
 from speechlab.asr.rnnt.model import count_parameters, load, parameter_table
-from speechlab.papers.multisoftmax.recipe import (MULTILINGUAL, Data, Decode, MultiSoftmaxConfig, Train,
-                                       test_set, unseen_set)
 from speechlab.experiment.jobs import Job, TrainJob
-from speechlab.experiment.scoring import (Scored, curves_from_logs, error_rate_table, merge,
-                                          training_table, write_hyps)
+from speechlab.experiment.scoring import (
+    Scored,
+    curves_from_logs,
+    error_rate_table,
+    merge,
+    training_table,
+    write_hyps,
+)
 from speechlab.metrics.lid import lid_accuracy, script_of
+from speechlab.papers.multisoftmax.decoding import LidFreeRun
+from speechlab.papers.multisoftmax.recipe import (
+    MULTILINGUAL,
+    Data,
+    Decode,
+    MultiSoftmaxConfig,
+    Train,
+    test_set,
+    unseen_set,
+)
+from speechlab.processes import machine_load
 from speechlab.report import Figure, Results, Table
 from speechlab.report.plots import line_plot, panel_plot
-from speechlab.utils import machine_load
 
 PAPER_NAMES = {"en": "En-IN", "hi": "Hi-IN", "ta": "Ta-IN", "gu": "Gu-IN"}
 

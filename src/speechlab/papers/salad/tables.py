@@ -14,13 +14,18 @@ from pathlib import Path
 import numpy as np
 
 from speechlab.experiment.jobs import DecodeJob, Job
+from speechlab.papers.salad.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
+from speechlab.processes import machine_load
 from speechlab.report import Figure, Results, Table
-from speechlab.tts.evaluate import (Evaluation, f0_track, phone_mean_baseline, score_predictions,
-                                    voiced_std)
+from speechlab.tts.evaluate import (
+    Evaluation,
+    f0_track,
+    phone_mean_baseline,
+    score_predictions,
+    voiced_std,
+)
 from speechlab.tts.features import TtsData
 from speechlab.tts.latency import LatencyCurve, latency_curve, long_input, torch_threads
-from speechlab.papers.salad.recipe import ROLES, Decode, Role, SaladConfig, SaladDecoding
-from speechlab.utils import machine_load
 
 TABLE2_CAPTION = (
     "Objective results on the test set (Table 2): mel-cepstral distortion (c0 excluded), F0 "

@@ -31,8 +31,8 @@ import torch
 from torch import Tensor, nn
 
 from speechlab.errors import DataError
+from speechlab.files import read_json
 from speechlab.nn.weights import load_weights as checked
-from speechlab.utils import read_json
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.model import BUILDERS, CtcConfig, build_ctc, build_from_config
 
@@ -364,10 +364,10 @@ def load_fairseq(path: Path, ckpt: Mapping[str, Any]) -> nn.Module:
 def load_pretrained(path: str | Path) -> nn.Module:
     """A wav2vec 2.0 model (pre-training or CTC) from any checkpoint kind of the module doc,
     in ``eval()`` mode."""
+    from speechlab.package import is_package, load_network
+    from speechlab.package import read_card as read_package_card
     from speechlab.train.card import best_or_latest, read_card
     from speechlab.train.checkpoint import load_model_weights
-
-    from speechlab.package import is_package, load_network, read_card as read_package_card
 
     path = Path(path)
     if not path.exists():

@@ -85,6 +85,7 @@ def _utterances(cuts_path: Path, n: int, receptive_field: int) -> tuple[list, li
 
 def _run_diagnose(args: argparse.Namespace) -> int:
     from speechlab.config import save_config
+    from speechlab.files import atomic_write_text, current_umask, make_temp_dir, naming
     from speechlab.report import Figure, Results
     from speechlab.ssl.wav2vec2.checkpoint_import import load_pretrained, wants_normalized
     from speechlab.ssl.wav2vec2.config import format_blocks
@@ -94,7 +95,6 @@ def _run_diagnose(args: argparse.Namespace) -> int:
         grid_figure,
         suggested_blocks,
     )
-    from speechlab.utils import atomic_write_text, current_umask, make_temp_dir, naming
 
     _check_radius(args.radius)
     model = load_pretrained(args.checkpoint)

@@ -226,7 +226,7 @@ def grid_figure(diagnosis: Sequence[BlockDiagnosis], path, names: Sequence[str] 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
-    from speechlab.utils import atomic_path
+    from speechlab.files import atomic_path
 
     n_utts = len(diagnosis[0].thumbnails)
     n_blocks = len(diagnosis)

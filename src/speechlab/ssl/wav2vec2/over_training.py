@@ -124,7 +124,7 @@ def over_training_figure(points: Sequence[CheckpointDiagnosis], path: str | Path
 
 def write_over_training(points: Sequence[CheckpointDiagnosis], out: str | Path) -> None:
     """``attention_over_training.json`` and ``attention_over_training.png`` into ``out``."""
-    from speechlab.utils import atomic_write_text
+    from speechlab.files import atomic_write_text
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from speechlab.files import atomic_path
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.conv_features import FeatureUtterance, conv_features
 from speechlab.ssl.wav2vec2.finetune import FinetuneTask, FinetuneTaskConfig
@@ -37,7 +38,6 @@ from speechlab.ssl.wav2vec2.model import (
 from speechlab.ssl.wav2vec2.pretrain import PretrainTask, PretrainTaskConfig
 from speechlab.train import TrainConfig, distributed, fit, load_model_weights
 from speechlab.train.card import ModelCard, best_or_latest
-from speechlab.utils import atomic_path
 
 
 @dataclass

@@ -1,4 +1,6 @@
-"""Small shared helpers: atomic writes, seeding, logging setup."""
+"""Writing files safely: atomic writes (a killed process leaves the old file or none, never half
+of one), directories removed when their work fails, temporary directories named by their
+process (a killed one's removed by the next), the one ``--overwrite`` rule, locks, JSON."""
 
 from __future__ import annotations
 
@@ -8,18 +10,11 @@ import fcntl
 import glob
 import json
 import os
-import random
 import re
 import shutil
-import signal
-import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
-
-import numpy as np
 
 from speechlab.errors import DataError, SpeechlabError
 
@@ -75,7 +70,6 @@ def atomic_path(path: str | Path, *, suffix: str = "", durable: bool = True) -> 
         if isinstance(e, OSError):
             raise naming(e, path) from None
         raise
-
 
 # torch.save reports a failed write (disk full, quota, I/O error) as a RuntimeError from its
 # zip writer, e.g. "[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598".
@@ -155,15 +149,6 @@ def make_temp_dir(parent: str | Path, prefix: str) -> Path:
     # must have the mode a plain mkdir gives (0777 minus umask), readable by a lab's group.
     os.chmod(made, 0o777 & ~current_umask())
     return made
-
-
-def dies_with_parent(command: list[str]) -> list[str]:
-    """``command`` run so that it is killed when this process dies, even by SIGKILL (Linux's
-    parent-death signal, through util-linux's ``setpriv``; as it is where that is missing): a
-    killed server or corpus build leaves no festival running."""
-    if sys.platform.startswith("linux") and shutil.which("setpriv"):
-        return ["setpriv", "--pdeathsig", "KILL", *command]
-    return list(command)
 
 
 @contextlib.contextmanager
@@ -312,43 +297,6 @@ def exclusive_dir(path: str | Path, what: str = "a run") -> Iterator[Path]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-_WATCHED: set[int] = set()
-
-
-def exit_with_parent(parent: int, period: float = 2.0, grace: float = 30.0) -> None:
-    """End this process within ``period`` seconds of process ``parent`` ending: first with
-    SIGTERM to itself (a training finishes its update, writes a checkpoint and stops; anything
-    else ends at once), then, if it still runs ``grace`` seconds later, with exit status 1.
-
-    For pool workers: started from a forkserver, they are not the children of the process that
-    submits their tasks, and would otherwise outlive it when it is killed. Call it once per
-    worker (later calls for the same parent do nothing).
-    """
-    if parent in _WATCHED:
-        return
-    _WATCHED.add(parent)
-
-    def watch() -> None:
-        while True:
-            time.sleep(period)
-            try:
-                os.kill(parent, 0)
-            except ProcessLookupError:
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(grace)
-                os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def seed_everything(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % (2**32))
-    torch.manual_seed(seed)
-
-
 @contextlib.contextmanager
 def file_lock(path: str | Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on the file ``path`` (created if missing) meanwhile: two
@@ -361,23 +309,3 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def load_average() -> float | None:
-    """The machine's load average over the last minute (None where the system gives none)."""
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return None
-
-
-def machine_load(loads: list[float | None] | None = None) -> str:
-    """What a caption says of the load timings were taken under (timings taken beside other
-    work are longer, and a reader should know by how much): the 1-minute load average now, or
-    the range of ``loads`` taken when each timing ended, against the machine's CPUs."""
-    got = [x for x in ([load_average()] if loads is None else loads) if x is not None]
-    if not got:
-        return "the machine's load was not recorded"
-    low, high = f"{min(got):.2f}", f"{max(got):.2f}"
-    span = low if low == high else f"{low}-{high}"
-    return f"1-minute load average {span} on {os.cpu_count()} CPUs when timed"

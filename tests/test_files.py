@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from speechlab.utils import atomic_path, atomic_write_text
+from speechlab.files import atomic_path, atomic_write_text
 
 
 def test_atomic_write_replaces_and_uses_normal_permissions(tmp_path):
@@ -34,9 +34,9 @@ def test_failed_write_leaves_old_file_and_no_temporary(tmp_path):
 
 import errno  # noqa: E402
 
-from speechlab import utils  # noqa: E402
+from speechlab import files  # noqa: E402
 from speechlab.errors import DataError  # noqa: E402
-from speechlab.utils import check_output, read_json  # noqa: E402
+from speechlab.files import check_output, read_json  # noqa: E402
 
 
 def test_a_full_disk_inside_atomic_path_names_the_target_and_keeps_the_old_file(tmp_path):
@@ -57,7 +57,7 @@ def test_torch_write_failures_become_the_os_error_they_stand_for(tmp_path, monke
         f_bavail = f_bfree = free_blocks
         f_frsize = 4096
 
-    monkeypatch.setattr(utils.os, "statvfs", lambda p: Stat())
+    monkeypatch.setattr(files.os, "statvfs", lambda p: Stat())
     with pytest.raises(OSError) as e:
         with atomic_path(tmp_path / "ckpt.pt"):
             raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 "
