@@ -3,6 +3,12 @@ from pathlib import Path
 
 # Tests are sized for 2 cores; keep torch from oversubscribing them.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# What packages rebuild at load (a lean CTC package's graph) is cached per test session, never
+# in the user's own cache.
+if "SPEECHLAB_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["SPEECHLAB_CACHE"] = tempfile.mkdtemp(prefix="speechlab-test-cache-")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -91,6 +91,17 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert figures["en test WER"] == pytest.approx(
         100 * wer(list(refs.values()), [hyps[u] for u in refs]).wer, abs=0.05)
     assert card.made_by["command"] and card.made_by["git_commit"]  # what made it
+    # lean: float16 weights, and the decoding graph rebuilt at load rather than shipped
+    from speechlab.package import weights_header
+
+    assert "graph" not in card.files and not (ships / "en_ctc" / "graph.fst").exists()
+    assert {dtype for _, dtype in weights_header(ships / "en_ctc").values()} == {"F16"}
+    full = speechlab.load(model)
+    lean = speechlab.load(ships / "en_ctc")
+    assert lean.graph.fst.num_states == full.graph.fst.num_states
+    assert {k: v for k, v in lean.graph.info.items() if k != "build_seconds"} == \
+        {k: v for k, v in full.graph.info.items() if k != "build_seconds"}
+    assert next(lean.model.parameters()).dtype == next(full.model.parameters()).dtype
     readme = (ships / "en_ctc" / "README.md").read_text()
     assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
     capsys.readouterr()

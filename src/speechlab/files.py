@@ -135,6 +135,18 @@ def removed_on_failure(root: str | Path) -> Iterator[list[Path]]:
         raise
 
 
+def cache_dir(name: str) -> Path:
+    """This user's cache for ``name`` (things rebuilt from a package, kept to load it faster
+    next time): ``$SPEECHLAB_CACHE/name``, else ``$XDG_CACHE_HOME/speechlab/name``, else
+    ``~/.cache/speechlab/name``; created if missing."""
+    root = os.environ.get("SPEECHLAB_CACHE")
+    if not root:
+        root = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "speechlab")
+    path = Path(root) / name
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def make_temp_dir(parent: str | Path, prefix: str) -> Path:
     """A new directory ``parent/.{prefix}-{pid}-XXXXXXXX.tmp`` for work that is renamed into
     place when complete. First removes such directories of ``prefix`` left by processes that

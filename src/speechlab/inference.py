@@ -97,6 +97,18 @@ def _network(card: Any, path: Path) -> Any:
     return load_network(path, card, builders())
 
 
+def _lean(card: Any, weights: Any, files: dict[str, Any]) -> tuple[Any, Any, dict[str, Any]]:
+    """A package's parts made small (:func:`export`'s ``lean``)."""
+    from dataclasses import replace
+
+    if weights is not None:
+        weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    dropped = {card.files[role] for role in card.data.get("rebuildable", ()) if role in card.files}
+    card = replace(card, files={r: n for r, n in card.files.items() if n not in dropped},
+                   data={**card.data, "lean": True})
+    return card, weights, {n: c for n, c in files.items() if n not in dropped}
+
+
 def _on(model: Model, backend: str | None, source: Path) -> Model:
     """``model`` with its networks run by ``backend`` (None: as it is)."""
     if backend != "onnx" or model.backend == "onnx":
@@ -142,11 +154,15 @@ FORMATS = ("torch", "onnx")
 
 
 def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
-           format: str = "torch") -> Path:
+           format: str = "torch", lean: bool = False) -> Path:
     """Write the model at ``model`` (anything :func:`load` takes) as a self-contained package
     at ``out``: the card, the weights as safetensors (``format="onnx"``: the networks as ONNX
     graphs instead, for the models of :data:`ONNX_MODELS`), the side files it needs, and, for
-    a model of a reproduction, its run's test results and the command that made them."""
+    a model of a reproduction, its run's test results and the command that made them.
+
+    ``lean`` (the shipped models): the weights kept as float16 (loaded back as float32) and
+    the side files the family can rebuild at load left out (``card.data["rebuildable"]``: a
+    CTC model's decoding graph, rebuilt from its lexicon and LM and cached)."""
     from importlib.metadata import version
 
     if format not in FORMATS:
@@ -163,6 +179,8 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         card, weights, files = obj.to_onnx_package()
     else:
         card, weights, files = obj.to_package()
+    if lean:
+        card, weights, files = _lean(card, weights, files)
     made_by: dict[str, Any] = {"source": str(source), "speechlab": version("speechlab")}
     results: dict[str, Any] = {}
     run = source.parent.parent if source.is_dir() else None

@@ -3,7 +3,9 @@
 ``speechlab models ship RUN/models/NAME --name SHIPPED`` makes ``models/SHIPPED``
 (:mod:`speechlab.shipped`) from a model of a recipe's run:
 
-1. the package, as ``speechlab export`` writes it (its card names the run's command and commit);
+1. the package, as ``speechlab export`` writes it (its card names the run's command and commit),
+   lean: float16 weights, and no side file the family rebuilds at load (a CTC model's
+   decoding graph);
 2. its test figures, measured through the model as a user loads it: WER per language on the
    run corpus's ``test`` split (the voices of training) and ``unseen`` split (voices no training
    utterance has), with the language given, and for a model of several languages also without
@@ -91,7 +93,12 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              "training) and unseen split (the same sentences by voices no training utterance "
              "has):", "", "| figure | value |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in figs.items()]
-    lines += ["", f"Size: {size_mb:.1f} MB.", ""]
+    lines += ["", f"Size: {size_mb:.1f} MB"
+              + ("; the weights are stored as float16 (the figures above were measured with "
+                 "them)" if (card.data or {}).get("lean") else "")
+              + ("; the decoding graph is rebuilt from the lexicon and the LM at the first "
+                 "load (a few seconds) and cached" if "rebuildable" in (card.data or {})
+                 and "graph" not in card.files else "") + ".", ""]
     return "\n".join(lines)
 
 
@@ -116,7 +123,7 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
     staging = root / f".{name}.shipping"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        export(source, staging, overwrite=True)
+        export(source, staging, overwrite=True, lean=True)
         card = read_card(staging)
         figures = measure(load(staging), run_corpus, list(card.languages), utterances)
         data = json.loads((staging / CARD_NAME).read_text(encoding="utf-8"))

@@ -271,7 +271,10 @@ class CtcRecognizer(ModelBase):
                 "graph": {"num_tokens": self.graph.num_tokens, "recipe": self.graph.recipe,
                           "num_words": self.graph.lang.num_words, "info": self.graph.info},
                 "streaming": False, "methods": ["viterbi"] + (
-                    ["prefix"] if self.topology == "S1-T1" and self.arpa else [])}
+                    ["prefix"] if self.topology == "S1-T1" and self.arpa else []),
+                # a lean package (speechlab models ship) leaves the graph out: it is rebuilt
+                # from the lexicon and the LM at load, and cached
+                "rebuildable": ["graph"] if self.arpa is not None else []}
         return self.package_parts(self.model, data, files)
 
     @classmethod
@@ -293,8 +296,22 @@ class CtcRecognizer(ModelBase):
         if lang.num_words != g["num_words"]:
             raise DataError(f"{path}: the lexicon and LM give {lang.num_words} words, the "
                             f"graph was built over {g['num_words']}; export the model again")
-        graph = DecodingGraph(kaldifst.StdVectorFst.read(str(path / card.files["graph"])),
-                              g["num_tokens"], lang, d["topology"], g["recipe"], g["info"])
+        if "graph" in card.files:
+            graph = DecodingGraph(kaldifst.StdVectorFst.read(str(path / card.files["graph"])),
+                                  g["num_tokens"], lang, d["topology"], g["recipe"], g["info"])
+        else:  # a lean package: T∘L∘G built again from its lexicon and LM (once; then cached)
+            if arpa is None:
+                raise DataError(f"{path}: a package without its decoding graph or the LM to "
+                                "build it from; export the model again")
+            from speechlab.asr.ctc.graphs import cached_decoding_graph
+            from speechlab.files import cache_dir
+
+            graph = cached_decoding_graph(cache_dir("graphs"), d["topology"], tokenizer.lexicon,
+                                          arpa, phones=tokenizer.phones, recipe=g["recipe"])
+            if (graph.num_tokens, graph.lang.num_words) != (g["num_tokens"], g["num_words"]):
+                raise DataError(f"{path}: the graph built from its lexicon and LM has "
+                                f"{graph.num_tokens} tokens and {graph.lang.num_words} words, "
+                                f"the card says {g['num_tokens']} and {g['num_words']}")
         return cls(model, tokenizer, GlobalCMVN.from_dict(d["cmvn"]), graph,
                    topology=d["topology"], viterbi=from_dict(ViterbiConfig, d["viterbi"]),
                    fbank_cfg=from_dict(FbankConfig, d["fbank"]), arpa=arpa,
