@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from speechlab.endpoint import EndpointConfig
     from speechlab.package import PackageCard
 
+#: The most alternatives ``transcribe(..., nbest=N)`` is asked for through the CLI or the server.
+MAX_NBEST = 100
 #: What a model can be asked for (:attr:`Model.capabilities`).
 CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
                 "onnx")
@@ -62,11 +64,14 @@ Progress = Callable[[float], None]
 
 @dataclass(frozen=True)
 class Word:
-    """One recognized word and when it was spoken (seconds from the start of the audio)."""
+    """One recognized word and when it was spoken (seconds from the start of the audio);
+    ``confidence``: the probability the recognizer gives it, from its competing hypotheses
+    (:mod:`speechlab.confidence`; None where it gives none)."""
 
     word: str
     start: float
     end: float
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,9 @@ class Transcript:
     lid: dict[str, float] | None = None
     words: tuple[Word, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: the n best distinct texts with their posterior probabilities, best first (when asked
+    #: for: ``transcribe(..., nbest=N)``)
+    nbest: tuple[tuple[str, float], ...] | None = field(default=None, compare=False)
 
     def to_json(self, file: str | None = None) -> dict[str, Any]:
         """The JSON object of ``speechlab transcribe --json`` (and of the server)."""
@@ -91,10 +99,17 @@ class Transcript:
         out.update(text=self.text, language=self.language,
                    lid=None if self.lid is None else {k: round(float(v), 6)
                                                       for k, v in self.lid.items()},
-                   words=None if self.words is None else [
-                       {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
-                       for w in self.words])
+                   words=None if self.words is None else [_word_json(w) for w in self.words])
+        if self.nbest is not None:
+            out["nbest"] = [{"text": t, "p": round(p, 4)} for t, p in self.nbest]
         return out
+
+
+def _word_json(w: Word) -> dict[str, Any]:
+    out: dict[str, Any] = {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
+    if w.confidence is not None:
+        out["confidence"] = round(w.confidence, 4)
+    return out
 
 
 def words_from_tokens(symbols: Sequence[str], frames: Sequence[int], frame_seconds: float, *,
@@ -201,13 +216,14 @@ class Recognizer(Model, Protocol):
     def methods(self) -> tuple[str, ...]: ...   # what transcribe's ``method`` takes, default first
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None,
-                   *, method: str | None = None, beam: int | None = None,
+                   *, method: str | None = None, beam: int | None = None, nbest: int = 0,
                    progress: Progress | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`:
         in ``language`` (None: the model's, or its LID head's pick), searched by ``method``
         (one of :attr:`methods`; None: the first) with ``beam`` (None: the model's);
-        ``progress`` is called with the seconds of audio done. A family may take more
-        keywords (the RNN-T's early stopping, ``tau`` and ``s_th``)."""
+        ``nbest`` > 0: ``Transcript.nbest`` holds that many distinct texts with their
+        posteriors; ``progress`` is called with the seconds of audio done. A family may take
+        more keywords (the RNN-T's early stopping, ``tau`` and ``s_th``)."""
         ...
 
     def stream(self, language: str | None = None, *, method: str | None = None,
@@ -302,6 +318,7 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
                         method: str | None = None, beam: int | None = None,
                         tau: float | str | None = None, s_th: float | str | None = None,
                         languages: Sequence[str] | str | None = None,
+                        nbest: int | str | None = None,
                         name: str = "this model", flag: str = "") -> dict[str, Any]:
     """The keywords of ``model.transcribe`` / ``model.stream`` a request asks for (None: not
     given), each checked against the model: ``language`` one it knows, ``method`` one of its
@@ -311,6 +328,17 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
     a LID head (the "early_stop" capability) and no ``language`` given. The CLI
     (``flag="--"``) and the server share it; ``name`` says which model in the errors. Returns
     ``{"language": ..., **options}``."""
+    if nbest is not None and nbest != "":
+        try:
+            count = int(nbest)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{flag}nbest must be a whole number from 0 to {MAX_NBEST}, got "
+                              f"{nbest!r}") from None
+        if not 0 <= count <= MAX_NBEST:
+            raise ConfigError(f"{flag}nbest must be a whole number from 0 to {MAX_NBEST}, got "
+                              f"{nbest!r}")
+    else:
+        count = 0
     if languages is not None and languages != "":
         listed = [lang.strip() for lang in languages.split(",")] if isinstance(languages, str) \
             else list(languages)
@@ -358,7 +386,7 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
             raise ConfigError(f"{option}: early stopping is for the streaming multi-softmax "
                               f"models with a LID head; {name} is not one")
         opts[key] = value
-    return {**opts, **allowed}
+    return {**opts, **allowed, **({"nbest": count} if count else {})}
 
 
 def _narrow(model: Model, kind: str, what: str, source: object) -> Any:

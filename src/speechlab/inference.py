@@ -225,7 +225,7 @@ def _run_transcribe(args: Any) -> int:
     model = as_recognizer(load(args.model, backend=args.backend), args.model)
     opts = recognition_options(model, language=args.language, method=args.method,
                                beam=args.beam, tau=args.tau, s_th=args.s_th,
-                               languages=args.languages, flag="--")
+                               languages=args.languages, nbest=args.nbest, flag="--")
     language = opts.pop("language")
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
@@ -276,7 +276,7 @@ def transcribe_speech(model: Recognizer, audio: Any, sample_rate: int = 16000,
         if progress is not None:
             progress(end)
     words = None if any(r.words is None for _, _, r in pieces) else tuple(
-        Word(w.word, w.start + start, w.end + start) for start, _, r in pieces for w in r.words or ())
+        Word(w.word, w.start + start, w.end + start, w.confidence) for start, _, r in pieces for w in r.words or ())
     languages = [r.language for _, _, r in pieces if r.text and r.language]
     language = max(set(languages), key=languages.count) if languages else (
         options.get("language") or (model.languages[0] if len(model.languages) == 1 else None))
@@ -391,6 +391,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--languages", default=None, metavar="L1,L2",
                    help="an allowlist for a model with a LID head: only these languages' "
                         "decoders run and the LID head chooses among them")
+    t.add_argument("--nbest", type=int, default=None, metavar="N",
+                   help="with --json: the N most probable distinct texts with their "
+                        "posteriors (nbest), and each word's confidence")
     t.add_argument("--json", action="store_true",
                    help="one JSON object per file: file, text, language, lid, words")
     t.add_argument("--stream", action="store_true",

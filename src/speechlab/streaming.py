@@ -123,7 +123,7 @@ class VadStream:
             heard = self.transcribe(audio[a:b])
             offset = start + a / SAMPLE_RATE
             words = None if heard.words is None else tuple(
-                Word(w.word, w.start + offset, w.end + offset) for w in heard.words)
+                Word(w.word, w.start + offset, w.end + offset, w.confidence) for w in heard.words)
             result = Transcript(heard.text, heard.language, heard.lid, words,
                                 extra=dict(heard.extra))
         result.extra.update(utterance=self._utterances, start=round(start, 3),

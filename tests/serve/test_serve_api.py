@@ -126,6 +126,16 @@ def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server
     assert status == 400 and "LID head" in got["error"]
 
 
+def test_nbest_and_confidence_over_http_and_websocket(server):
+    status, got = post(server.url, "/api/transcribe?model=tones&nbest=2", server.wav.read_bytes())
+    assert status == 200 and got["nbest"][0]["text"] == got["text"] == "the fox"
+    assert all(0 < w["confidence"] <= 1 for w in got["words"])
+    final = stream_file(server, "tones", server.wav, query="&nbest=2")[-1]
+    assert final["nbest"][0]["text"] == final["text"] == "the fox"
+    status, got = post(server.url, "/api/transcribe?model=ctc&nbest=x", server.wav.read_bytes())
+    assert status == 400 and "nbest must be" in got["error"]
+
+
 def test_early_stopping_switches_decoders_off_and_bad_settings_are_refused(server):
     messages = stream_file(server, "tones", server.wav, query="&tau=10&s_th=1")
     partials = [m for m in messages if m["type"] == "partial"]

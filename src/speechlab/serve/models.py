@@ -117,7 +117,8 @@ class ServedModel:
         return recognition_options(as_recognizer(self.model, self.name),
                                    language=query.get("language") or None,
                                    tau=query.get("tau"), s_th=query.get("s_th"),
-                                   languages=query.get("languages"), name=self.name)
+                                   languages=query.get("languages"), nbest=query.get("nbest"),
+                                   name=self.name)
 
     def capabilities(self) -> list[str]:
         """What the page may offer for this model, in a fixed order."""

@@ -61,7 +61,7 @@ class ToyRecognizer(ModelBase):
         self.net = net.eval()
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
-                   method: str | None = None, beam: int | None = None,
+                   method: str | None = None, beam: int | None = None, nbest: int = 0,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         from speechlab.audio.io import as_samples, load_audio
 
@@ -74,7 +74,7 @@ class ToyRecognizer(ModelBase):
         if progress is not None:
             progress(len(x) / self.sample_rate)
         text = "speech" if level > self.net.config.threshold_db else "silence"
-        return Transcript(text, "en")
+        return Transcript(text, "en", nbest=((text, 1.0),) if nbest else None)
 
     def to_package(self) -> PackageParts:
         return self.package_parts(self.net, {})

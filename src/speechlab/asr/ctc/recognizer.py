@@ -18,6 +18,7 @@ self-contained package.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.features import FbankConfig, fbank
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
+from speechlab.confidence import alternatives, word_confidences
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
@@ -49,6 +51,9 @@ if TYPE_CHECKING:  # the lattice search loads numba: only analyse_lattice import
 #: expansions (:func:`~speechlab.asr.ctc.lattice_metrics.fullsum_nbest`).
 MAX_LATTICE_STATES = 200_000
 MAX_EXPANSIONS = 20_000
+#: The n-best search of transcribe(nbest=N) gives up past this many prefix expansions (a
+#: recording whose probability is spread over very many hypotheses gets no alternatives).
+NBEST_EXPANSIONS = 3_000
 
 
 @dataclass(frozen=True)
@@ -120,12 +125,15 @@ class CtcRecognizer(ModelBase):
         return lp[0, : int(lens[0])].numpy()
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
-                   method: str | None = None, beam: int | None = None,
+                   method: str | None = None, beam: int | None = None, nbest: int = 0,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         ``method``: ``viterbi`` (default) or ``prefix``; ``beam``: the Viterbi beam (cost
         units) or the prefix search's width; ``progress`` is called with the seconds of audio
-        done after each piece."""
+        done after each piece. ``nbest`` > 0 (Viterbi): each piece's lattice gives the
+        ``nbest`` most probable distinct texts, each with its share of the lattice's summed
+        path weight (the decoder's, LM included), and each word its confidence
+        (:mod:`speechlab.confidence`); a lattice too large to search gives none."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
         method = method or "viterbi"
@@ -136,6 +144,7 @@ class CtcRecognizer(ModelBase):
                               f"is {self.topology}" + ("" if self.arpa else " without an LM"))
         texts: list[str] = []
         words: list[Word] = []
+        pieces_alts: list[list[tuple[str, float]]] = []
         for offset, piece in iter_pieces(audio, sample_rate, self.sample_rate, self.max_seconds):
             lp = self.log_probs(piece)
             if progress is not None:
@@ -143,13 +152,49 @@ class CtcRecognizer(ModelBase):
             if not len(lp):
                 continue
             if method == "viterbi":
-                text, piece = self._viterbi(lp, beam, offset)
-                words += piece
+                text, found = self._viterbi(lp, beam, offset)
+                if nbest > 0:
+                    alts = self._alternatives(lp, text, nbest)
+                    pieces_alts.append(alts)
+                    conf = word_confidences([w.word for w in found], alts) if alts else \
+                        [None] * len(found)
+                    found = [Word(w.word, w.start, w.end, c) for w, c in zip(found, conf)]
+                words += found
             else:
                 text = self._prefix(lp, beam)
             texts.append(text)
+        alternatives_ = None
+        if nbest > 0 and method == "viterbi":
+            if len(pieces_alts) == 1 and pieces_alts[0]:
+                alternatives_ = tuple(pieces_alts[0][:nbest])
+            else:  # several pieces (or none): the joined best text, its probability a product
+                p = 1.0
+                for alts in pieces_alts:
+                    p *= alts[0][1] if alts else 1.0
+                alternatives_ = ((" ".join(t for t in texts if t), round(p, 4)),)
         return Transcript(" ".join(t for t in texts if t), self.tokenizer.language, None,
-                          tuple(words) if method == "viterbi" else None)
+                          tuple(words) if method == "viterbi" else None, nbest=alternatives_)
+
+    def _alternatives(self, lp: np.ndarray, best_text: str, n: int) -> list[tuple[str, float]]:
+        """The lattice's ``n`` most probable distinct texts (at least 10 searched, for the
+        words' confidence) with their shares; [] when the lattice is too large to search
+        (more than :data:`NBEST_EXPANSIONS` prefix expansions)."""
+        from speechlab.asr.ctc import lattice
+        from speechlab.asr.ctc.lattice_metrics import fullsum_nbest, path_proportions
+
+        if self._lattice_graph is None:
+            self._lattice_graph = lattice.DecodingGraph.from_fst(self.graph.fst)
+        v = self.viterbi
+        cfg = lattice.LatticeConfig(beam=v.beam, max_active=v.max_active, lattice_beam=4.0,
+                                    acoustic_scale=v.acoustic_weight, unique_paths=False)
+        try:
+            lat = lattice.generate(self._lattice_graph, lp, cfg, utt="utterance")
+            ranked = fullsum_nbest(lat, max(n, 10), "total", NBEST_EXPANSIONS)
+            total = path_proportions(lat, ranked[0][0], "total").log_total
+        except DataError:
+            return []
+        return alternatives([" ".join(self.graph.words(w)) for w, _ in ranked],
+                            [math.exp(min(0.0, s - total)) for _, s in ranked], log=False)
 
     def analyse_lattice(self, samples: np.ndarray, lattice_beam: float = 8.0, nbest: int = 5
                         ) -> LatticeAnalysis:

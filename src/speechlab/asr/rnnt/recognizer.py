@@ -42,6 +42,7 @@ from speechlab.audio.io import as_samples
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word, words_from_tokens
+from speechlab.confidence import alternatives, word_confidences
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
@@ -123,7 +124,7 @@ class RnntRecognizer(ModelBase):
     def stream(self, language: str | None = None, *, tau: float = math.inf,
                s_th: float = math.inf, beam: int | None = None,
                method: str | None = None, endpoint: EndpointConfig | None = None,
-               languages: Sequence[str] | None = None) -> RnntStream:
+               languages: Sequence[str] | None = None, nbest: int = 0) -> RnntStream:
         """A stream for one recording (module doc). ``language``: decode that language only;
         None: the model's one language, or, for a model with a LID head, every language's
         decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
@@ -131,7 +132,8 @@ class RnntRecognizer(ModelBase):
         (default: the model's). ``endpoint``: the rules of ``is_endpoint`` (default:
         :class:`~speechlab.endpoint.EndpointConfig`'s). ``languages``: an allowlist for a
         model with a LID head: only those decoders start and the LID head chooses among them
-        (its posteriors renormalised over them)."""
+        (its posteriors renormalised over them). ``nbest``: each result's ``nbest`` holds
+        that many of the beam's distinct texts with their posteriors (0: none)."""
         if languages is not None:
             if language is not None:
                 raise ConfigError("give the language or an allowlist of languages, not both")
@@ -145,19 +147,22 @@ class RnntRecognizer(ModelBase):
                 raise ConfigError(f"method {method!r}: this model decodes with "
                                   f"{', '.join(self.methods)}")
             search = replace(search, method=method)
-        return RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
-                          search, endpoint or EndpointConfig(), languages)
+        stream = RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
+                            search, endpoint or EndpointConfig(), languages)
+        stream.nbest = nbest
+        return stream
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
                    method: str | None = None, languages: Sequence[str] | None = None,
-                   progress: Callable[[float], None] | None = None) -> Transcript:
+                   nbest: int = 0, progress: Callable[[float], None] | None = None
+                   ) -> Transcript:
         """``audio`` (a file path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         The same result as streaming it in any chunks; a file is read a block at a time.
         ``progress`` is called with the seconds of audio done after each block; ``languages``
         as :meth:`stream` takes it."""
         stream = self.stream(language, tau=tau, s_th=s_th, beam=beam, method=method,
-                             languages=languages)
+                             languages=languages, nbest=nbest)
         for offset, piece in iter_blocks(audio, sample_rate, self.sample_rate, 30.0):
             stream.accept_waveform(piece, self.sample_rate)
             if progress is not None:
@@ -326,6 +331,7 @@ class RnntStream:
         self._seconds = 0.0  # audio received
         self._finished: Transcript | None = None
         self.endpoint = endpoint or EndpointConfig()
+        self.nbest = 0  # alternatives kept in each result (RnntRecognizer.stream)
         self._utterance_start = 0  # feature frames before the current utterance
         self._utterances = 0  # utterances closed by reset()
         self._last_label: float | None = None  # seconds: the utterance's last label's end
@@ -394,20 +400,34 @@ class RnntStream:
         if self.lid_free:
             r = self._decoder.finish()
             best = self._decoder.best(r.language)
-            words = self.rec.words(best.tokens, best.times, r.language)
+            beam = self._decoder.beams[self._decoder.languages.index(r.language)]
+            words, alts = self._confident(best, beam, r.language)
             return Transcript(self.rec.text(r.tokens, r.language), r.language,
                               dict(r.lid_posteriors), _shifted(words, offset),
                               extra={"active_frames": r.active_frames, "frames": r.num_frames,
-                                     "start": offset})
+                                     "start": offset}, nbest=alts)
         best = self._decoder.result()
         lang = self.language if self.language is not None else (
             self.rec.languages[0] if len(self.rec.languages) == 1 else None)
         if lang is None and self.rec.model.spec.union_vocab:
             lang = _union_language(self.rec, best.tokens)
-        words = self.rec.words(best.tokens, best.times, self.language)
+        words, alts = self._confident(best, self._decoder.beams[0], self.language)
         return Transcript(self.rec.text(best.tokens, self.language), lang, None,
                           _shifted(words, offset),
-                          extra={"frames": self._decoder.frames, "start": offset})
+                          extra={"frames": self._decoder.frames, "start": offset}, nbest=alts)
+
+    def _confident(self, best: Any, beam: Any, language: str | None
+                   ) -> tuple[tuple[Word, ...], tuple[tuple[str, float], ...]]:
+        """The best hypothesis's words with their confidence, and the beam's distinct texts
+        with their posteriors (:mod:`speechlab.confidence`: the beam's scores normalised over
+        the hypotheses it kept)."""
+        hyps = list(beam.values())
+        alts = alternatives([self.rec.text(h.tokens, language) for h in hyps],
+                            [h.score for h in hyps])
+        words = self.rec.words(best.tokens, best.times, language)
+        conf = word_confidences([w.word for w in words], alts)
+        return (tuple(Word(w.word, w.start, w.end, c) for w, c in zip(words, conf)),
+                tuple(alts))
 
     def _leading(self) -> str | None:
         """The language whose hypothesis is shown: the one decoded, or the LID head's lead."""
@@ -523,7 +543,7 @@ class RnntStream:
         clipped at ``end`` seconds (an encoder frame spans several feature frames: the last
         may reach past the audio)."""
         text = " ".join(seg.text for seg in segments if seg.text)
-        words = tuple(Word(w.word, min(w.start, end), min(w.end, end))
+        words = tuple(Word(w.word, min(w.start, end), min(w.end, end), w.confidence)
                       for seg in segments for w in seg.words or ())
         if self.lid_free:
             lid = self.lid
@@ -538,7 +558,8 @@ class RnntStream:
                 language = max(lid, key=lid.get)
             return Transcript(text, language, lid, words, extra={
                 "active_frames": active, "t_avg": sum(active.values()) / frames,
-                "segment_starts": [seg.extra["start"] for seg in segments]})
+                "segment_starts": [seg.extra["start"] for seg in segments]},
+                nbest=self._nbest(segments))
         # the given language, the model's one, or (pooled) the language most words had
         counts: dict[str, int] = {}
         for seg in segments:
@@ -548,11 +569,26 @@ class RnntStream:
             self.rec.languages[0] if len(self.rec.languages) == 1 else
             max(counts, key=counts.get) if counts else None)
         return Transcript(text, language, None, words, extra={
-            "segment_starts": [seg.extra["start"] for seg in segments]})
+            "segment_starts": [seg.extra["start"] for seg in segments]},
+            nbest=self._nbest(segments))
+
+    def _nbest(self, segments: list[Transcript]) -> tuple[tuple[str, float], ...] | None:
+        """The ``nbest`` alternatives asked for: a segment's beam (several segments: their
+        best texts joined, with the product of their probabilities)."""
+        if not self.nbest:
+            return None
+        if not segments:
+            return (("", 1.0),)
+        if len(segments) == 1:
+            return (segments[0].nbest or ((segments[0].text, 1.0),))[: self.nbest]
+        p = 1.0
+        for seg in segments:
+            p *= (seg.nbest or (("", 1.0),))[0][1]
+        return ((" ".join(seg.text for seg in segments if seg.text), round(p, 4)),)
 
 
 def _shifted(words: tuple[Word, ...], seconds: float) -> tuple[Word, ...]:
-    return tuple(Word(w.word, w.start + seconds, w.end + seconds) for w in words)
+    return tuple(Word(w.word, w.start + seconds, w.end + seconds, w.confidence) for w in words)
 
 
 def _union_language(rec: RnntRecognizer, tokens: tuple[int, ...]) -> str | None:

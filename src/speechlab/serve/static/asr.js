@@ -173,8 +173,16 @@ export function initAsr(models, capabilities) {
         $("asr-words").replaceChildren(el("span", { class: "muted", text: words ? "No words." : "This decoding gives no word times." }));
         return;
       }
-      $("asr-words").replaceChildren(...words.map((w) => el("span", { class: "word" }, w.word,
-        el("small", { text: `${w.start.toFixed(2)}–${w.end.toFixed(2)} s` }))));
+      $("asr-words").replaceChildren(...words.map((w) => {
+        const span = el("span", { class: "word" }, w.word,
+          el("small", { text: `${w.start.toFixed(2)}–${w.end.toFixed(2)} s` }));
+        if (typeof w.confidence === "number") { // shaded by the model's confidence in it
+          span.style.opacity = String(0.35 + 0.65 * w.confidence);
+          span.dataset.confidence = String(w.confidence);
+          span.title = `confidence ${percent(w.confidence)}`;
+        }
+        return span;
+      }));
     },
   };
 

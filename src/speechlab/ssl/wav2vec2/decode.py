@@ -87,6 +87,11 @@ class LmBeamDecoder:
         results = self.search.decode(log_probs)
         return " ".join(map(str, results[0].words)) if results else ""
 
+    def ranked(self, log_probs) -> list[tuple[str, float]]:
+        """Every final hypothesis's text and ranking score (natural log), best first."""
+        return [(" ".join(map(str, r.words)), float(r.score))
+                for r in self.search.decode(log_probs)]
+
 
 def decode_all(log_probs: Sequence[np.ndarray], decoder) -> list[str]:
     return [decoder(lp) for lp in log_probs]

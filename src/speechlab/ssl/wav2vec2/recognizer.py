@@ -30,6 +30,7 @@ import torch
 
 from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.io import as_samples
+from speechlab.confidence import alternatives, frame_confidence
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
@@ -129,7 +130,7 @@ class CtcLabels:
         if cur:
             words.append(Word(cur, offset + start * frame_seconds, offset + end * frame_seconds))
         if self.lower:
-            words = [Word(w.word.lower(), w.start, w.end) for w in words]
+            words = [Word(w.word.lower(), w.start, w.end, w.confidence) for w in words]
         return words
 
 
@@ -233,11 +234,14 @@ class Wav2Vec2Recognizer(ModelBase):
         return lp[0].numpy()
 
     def transcribe(self, audio: Any, sample_rate: int = SAMPLE_RATE, language: str | None = None,
-                   *, method: str | None = None, beam: int | None = None,
+                   *, method: str | None = None, beam: int | None = None, nbest: int = 0,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`:
-        ``greedy`` CTC (default, with word times) or ``lm`` beam search with the model's
-        n-gram LM; ``progress`` is called with the seconds of audio done after each piece."""
+        ``greedy`` CTC (default, with word times, each word's confidence the geometric mean of
+        its frames' probabilities of the labels emitted there) or ``lm`` beam search with the
+        model's n-gram LM; ``progress`` is called with the seconds of audio done after each
+        piece. ``nbest`` > 0: that many distinct texts with their posteriors (greedy decoding
+        has one; the LM search, its final beam normalised)."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
         method = method or "greedy"
@@ -247,6 +251,7 @@ class Wav2Vec2Recognizer(ModelBase):
             raise ConfigError("this model has no n-gram LM to search with; use method=greedy")
         texts: list[str] = []
         words: list[Word] = []
+        ranked: list[list[tuple[str, float]]] = []
         for offset, piece in iter_pieces(audio, sample_rate, SAMPLE_RATE, self.max_seconds):
             lp = self.log_probs(piece)
             if progress is not None:
@@ -254,13 +259,33 @@ class Wav2Vec2Recognizer(ModelBase):
             if not len(lp):
                 continue
             if method == "greedy":
-                path = lp.argmax(-1).tolist()
-                texts.append(self.labels.text(path))
-                words += self.labels.words(path, self.frame_seconds, offset)
+                path = lp.argmax(-1)
+                texts.append(self.labels.text(path.tolist()))
+                chosen = np.exp(np.take_along_axis(np.asarray(lp), path[:, None], 1)[:, 0])
+                for w in self.labels.words(path.tolist(), self.frame_seconds, offset):
+                    a = int(round((w.start - offset) / self.frame_seconds))
+                    b = max(a + 1, int(round((w.end - offset) / self.frame_seconds)))
+                    words.append(Word(w.word, w.start, w.end, frame_confidence(chosen[a:b])))
+                ranked.append([(texts[-1], 1.0)])
             else:
-                texts.append(self._lm_decoder(beam)(lp))
+                if nbest:  # the text stays the search's best; the beam gives the rest
+                    found = self._lm_decoder(beam).ranked(lp)
+                    texts.append(found[0][0] if found else "")
+                    ranked.append(alternatives([t for t, _ in found], [s for _, s in found]))
+                else:
+                    texts.append(self._lm_decoder(beam)(lp))
+        top: tuple[tuple[str, float], ...] | None = None
+        if nbest:
+            text = " ".join(t for t in texts if t)
+            if len(ranked) == 1 and ranked[0]:
+                top = tuple(ranked[0][:nbest])
+            else:
+                p = 1.0
+                for alts in ranked:
+                    p *= alts[0][1] if alts else 1.0
+                top = ((text, round(p, 4)),)
         return Transcript(" ".join(t for t in texts if t), self.languages[0], None,
-                          tuple(words) if method == "greedy" else None)
+                          tuple(words) if method == "greedy" else None, nbest=top)
 
     def _lm_decoder(self, beam: int | None):
         from speechlab.ssl.wav2vec2.decode import LmBeamDecoder
