@@ -39,6 +39,7 @@ CORE_COMMAND_MODULES = (
 )
 TOP_COMMAND_MODULES = (
     "speechlab.inference",
+    "speechlab.calibrate",
     "speechlab.shipping",
     "speechlab.papers",
     "speechlab.serve.commands",
