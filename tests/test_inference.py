@@ -490,3 +490,27 @@ def test_a_card_that_asks_for_a_huge_model_is_refused_before_it_is_built(tmp_pat
     save_file(weights, str(pkg2 / "model.safetensors"))
     with pytest.raises(DataError, match=f"weight '{name}' is stored as I64, not floating point"):
         speechlab.load(pkg2)
+
+
+def test_side_data_that_disagrees_with_the_model_is_refused_at_load(tmp_path, capsys):
+    """A card whose CMVN statistics or fbank settings do not fit the model's input is one
+    error at load (exit 2 from the CLI), not a shape error at the first decode."""
+    import json
+
+    from speechlab.cli import main
+    from speechlab.testing.tiny_models import ctc_package
+
+    for what, change in (("the CMVN statistics", lambda d: d["cmvn"].update(
+            mean=d["cmvn"]["mean"][:-3], std=d["cmvn"]["std"][:-3])),
+                         ("the fbank settings", lambda d: d["fbank"].update(num_mel_bins=40))):
+        pkg = ctc_package(tmp_path / what.split()[1])
+        card = json.loads((pkg / "speechlab.json").read_text())
+        change(card["data"])
+        (pkg / "speechlab.json").write_text(json.dumps(card))
+        with pytest.raises(DataError, match=f"feature dimensions disagree.*{what}"):
+            speechlab.load(pkg)
+        wav = tmp_path / "a.wav"
+        sf.write(wav, np.zeros(16000, np.float32), 16000)
+        assert main(["transcribe", str(pkg), str(wav)]) == 2
+        err = capsys.readouterr().err
+        assert "feature dimensions disagree" in err and err.count("\n") == 1

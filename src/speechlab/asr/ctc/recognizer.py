@@ -89,6 +89,13 @@ class CtcRecognizer(ModelBase):
         if graph.num_tokens != model.config.num_tokens:
             raise DataError(f"{source}: the decoding graph expects {graph.num_tokens} tokens, the "
                             f"model has {model.config.num_tokens}; they are not of one topology")
+        dims = {"the model's input": model.config.feature_dim,
+                "the CMVN statistics": int(cmvn.mean.shape[0]),
+                "the fbank settings": fbank_cfg.num_mel_bins}
+        if len(set(dims.values())) > 1:
+            said = ", ".join(f"{k} {v}" for k, v in dims.items())
+            raise DataError(f"{source}: feature dimensions disagree ({said}); export the model "
+                            "again")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.cmvn = cmvn
