@@ -878,9 +878,13 @@ def _onnx_package(env: Env) -> None:
 
 # speechlab export --format onnx: what has no graphs, and what is there already.
 CASES += [
-    Case("export-onnx-ctc", lambda e: _export(e, "ctc"),
-         "{d}/ctc: a CTC-topology model does not export to ONNX; --format onnx takes the "
-         "streaming RNN-T", setup=lambda e: _tiny_ctc_package(e / "ctc")),
+    Case("export-onnx-w2v", lambda e: _export(e, "w2v"),
+         "{d}/w2v: a wav2vec 2.0 encoder does not export to ONNX; --format onnx takes the "
+         "streaming RNN-T", setup=lambda e: _tiny_w2v_package(e / "w2v")),
+    Case("export-int8-without-onnx", lambda e: ["export", str(e / "ctc"), "--out",
+                                                str(e / "pkg"), "--int8"],
+         "--int8 quantizes ONNX graphs: give it with --format onnx",
+         setup=lambda e: _tiny_ctc_package(e / "ctc")),
     Case("export-onnx-over-existing", lambda e: _export(e, "run/models/multisoftmax_lid"),
          "--out {d}/pkg already exists", setup=_onnx_package),
     Case("export-an-onnx-package", lambda e: ["export", str(e / "pkg"), "--out",
@@ -899,6 +903,12 @@ def _tiny_ctc_package(out: Path) -> None:
     from speechlab.testing.tiny_models import ctc_package
 
     ctc_package(out)
+
+
+def _tiny_w2v_package(out: Path) -> None:
+    from speechlab.testing.tiny_models import wav2vec2_package
+
+    wav2vec2_package(out, preset="tiny")
 
 
 def test_every_command_that_replaces_an_output_has_overwrite():

@@ -328,10 +328,10 @@ def test_an_onnx_package_of_the_fast_preset_streams_as_its_run_model(tmp_path, c
 
 
 def test_families_without_graphs_refuse_onnx(tmp_path):
-    from speechlab.testing.tiny_models import ctc_package
+    from speechlab.testing.tiny_models import wav2vec2_package
 
-    pkg = ctc_package(tmp_path / "ctc")
-    with pytest.raises(ConfigError, match="a CTC-topology model does not export to ONNX; "
+    pkg = wav2vec2_package(tmp_path / "w2v", preset="tiny")
+    with pytest.raises(ConfigError, match="a wav2vec 2.0 encoder does not export to ONNX; "
                                           "--format onnx takes the streaming RNN-T"):
         speechlab.export(pkg, tmp_path / "out", format="onnx")
     assert not (tmp_path / "out").exists()

@@ -29,12 +29,13 @@ import torch
 
 from speechlab.asr.ctc.decode import ViterbiConfig, ViterbiDecoder
 from speechlab.asr.ctc.graphs import DecodingGraph, make_lang
-from speechlab.asr.ctc.model import FAMILY, CtcModel, load
+from speechlab.asr.ctc.model import FAMILY, CtcModel, CtcModelConfig, load
 from speechlab.asr.ctc.phones import PhoneTokenizer
 from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.features import FbankConfig, fbank
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
+from speechlab.asr.ctc.onnx_graphs import FILE, OnnxCtcNetwork, export_network
 from speechlab.confidence import alternatives, word_confidences
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
@@ -79,7 +80,7 @@ class CtcRecognizer(ModelBase):
     streaming = False
     family = FAMILY
     title = "a CTC-topology model"
-    CAPABILITIES = frozenset({"transcribe", "lattice"})
+    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx"})
 
     def __init__(self, model: CtcModel, tokenizer: PhoneTokenizer, cmvn: GlobalCMVN,
                  graph: DecodingGraph, *, topology: str, viterbi: ViterbiConfig = ViterbiConfig(),
@@ -97,6 +98,7 @@ class CtcRecognizer(ModelBase):
             raise DataError(f"{source}: feature dimensions disagree ({said}); export the model "
                             "again")
         self.model = model.eval()
+        self.source = source
         self.tokenizer = tokenizer
         self.cmvn = cmvn
         self.graph = graph
@@ -111,6 +113,30 @@ class CtcRecognizer(ModelBase):
         self.frame_seconds = fbank_cfg.frame_shift * model.config.subsampling
         self._decoder = ViterbiDecoder(graph.fst, graph.num_tokens, viterbi)
         self._lattice_graph: Any = None  # the graph as the lattice search's arrays, on first use
+
+    @property
+    def backend(self) -> str:
+        """What runs the acoustic model: ``"torch"`` or ``"onnx"``."""
+        return "onnx" if isinstance(self.model, OnnxCtcNetwork) else "torch"
+
+    def onnx(self, threads: int = 1) -> CtcRecognizer:
+        """This recognizer with its acoustic model exported to an ONNX graph (in memory) and
+        run by onnxruntime on ``threads`` threads; graph, LM and searches are the same."""
+        if self.backend == "onnx":
+            return self
+        network = OnnxCtcNetwork(export_network(self.model), self.model.config, threads)
+        return self._with(network)
+
+    def _with(self, network: Any) -> CtcRecognizer:
+        return CtcRecognizer(network, self.tokenizer, self.cmvn, self.graph,
+                             topology=self.topology, viterbi=self.viterbi, fbank_cfg=self.fbank,
+                             arpa=self.arpa, prefix_beam=self.prefix_beam,
+                             max_seconds=self.max_seconds, source=self.source)
+
+    def _needs_torch(self) -> None:
+        if self.backend != "torch":
+            raise ConfigError("this recognizer runs an ONNX graph; to export it, load the model "
+                              "it was exported from (OUT/models/NAME or a PyTorch package)")
 
     @property
     def methods(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -304,6 +330,17 @@ class CtcRecognizer(ModelBase):
                    arpa=arpa, source=model_dir, **kw)
 
     def to_package(self) -> PackageParts:
+        self._needs_torch()
+        return self.package_parts(self.model, *self._data_and_files())
+
+    def to_onnx_package(self) -> PackageParts:
+        """The package with the acoustic model as an ONNX graph (``acoustic.onnx``) beside
+        the same decoding graph, lexicon and LM."""
+        self._needs_torch()
+        return self.package_parts(self.model, *self._data_and_files(),
+                                  onnx={"acoustic": (FILE, export_network(self.model))})
+
+    def _data_and_files(self) -> tuple[dict[str, Any], dict[str, tuple[str, Any]]]:
         import tempfile
 
         with tempfile.TemporaryDirectory() as tmp:
@@ -327,15 +364,23 @@ class CtcRecognizer(ModelBase):
                 # a lean package (speechlab models ship) leaves the graph out: it is rebuilt
                 # from the lexicon and the LM at load, and cached
                 "rebuildable": ["graph"] if self.arpa is not None else []}
-        return self.package_parts(self.model, data, files)
+        return data, files
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module | None
                      ) -> CtcRecognizer:
+        """The recognizer of the package at ``path`` and its ``model``; None for an ONNX
+        package (its ``acoustic.onnx`` runs in onnxruntime)."""
         import kaldifst
 
         from speechlab.text.ngram import BOS, EOS, read_arpa
 
+        if model is None:
+            if "acoustic" not in card.files:
+                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
+                                "the model again")
+            model = OnnxCtcNetwork(path / card.files["acoustic"],  # type: ignore[assignment]
+                                   from_dict(CtcModelConfig, dict(card.config)))
         d = card.data
         lex = json.loads((path / card.files["lexicon"]).read_text(encoding="utf-8"))
         tokenizer = PhoneTokenizer(Lexicon(lex["lexicon"]), lex["language"], lex["phones"])
