@@ -33,9 +33,10 @@ def load(path: Any, *, backend: str | None = None) -> Any:
     return _load(path, backend=backend)
 
 
-def export(model: Any, out: Any, *, overwrite: bool = False, format: str = "torch") -> Any:
+def export(model: Any, out: Any, *, overwrite: bool = False, format: str = "torch",
+           int8: bool = False) -> Any:
     """``model`` as a self-contained package at ``out`` (``format="onnx"``: its networks as
-    ONNX graphs): see :func:`speechlab.inference.export`."""
+    ONNX graphs, ``int8``: quantized): see :func:`speechlab.inference.export`."""
     from speechlab.inference import export as _export
 
-    return _export(model, out, overwrite=overwrite, format=format)
+    return _export(model, out, overwrite=overwrite, format=format, int8=int8)

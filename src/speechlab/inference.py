@@ -54,7 +54,8 @@ from speechlab.package import is_package, load_network, read_card, write_package
 BACKENDS = ("torch", "onnx")
 #: what ``--format onnx`` / ``backend="onnx"`` takes (for the error that refuses the others)
 ONNX_MODELS = ("the streaming RNN-T (multi-softmax family, LSTM or causal Transformer "
-               "encoder)", "the CTC-topology models", "the TTS acoustic models (SALAD, RNN)")
+               "encoder)", "the CTC-topology models", "the wav2vec 2.0 CTC models",
+               "the TTS acoustic models (SALAD, RNN)")
 
 LOOKED_FOR = ("a speechlab package (speechlab.json), a trained model directory (best.pt or "
               "ckpt-*.pt, e.g. OUT/models/NAME), a Hugging Face wav2vec 2.0 directory "
@@ -477,8 +478,8 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--out", type=Path, required=True, help="the package directory to write")
     e.add_argument("--format", choices=FORMATS, default="torch",
                    help="torch: PyTorch weights (safetensors); onnx: the networks as ONNX "
-                        "graphs run by onnxruntime (the streaming RNN-T, the CTC-topology "
-                        "models, the TTS acoustic models)")
+                        "graphs run by onnxruntime (the streaming RNN-T, the CTC-topology and "
+                        "wav2vec 2.0 CTC models, the TTS acoustic models)")
     e.add_argument("--int8", action="store_true",
                    help="with --format onnx: quantize the graphs' weights to int8 (dynamic "
                         "quantization): a smaller package, a faster CPU")

@@ -31,6 +31,7 @@ import torch
 from speechlab.audio.chunks import iter_pieces
 from speechlab.audio.io import as_samples
 from speechlab.confidence import alternatives, frame_confidence
+from speechlab.ssl.wav2vec2.onnx_graphs import FILE, OnnxWav2Vec2CTC, export_network
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
@@ -192,7 +193,7 @@ class Wav2Vec2Recognizer(ModelBase):
     streaming = False
     family = CTC_FAMILY
     title = "a wav2vec 2.0 CTC model"
-    CAPABILITIES = frozenset({"transcribe", "attention"})
+    CAPABILITIES = frozenset({"transcribe", "attention", "onnx"})
 
     def __init__(self, model: Wav2Vec2CTC, labels: CtcLabels, *, normalize: bool = False,
                  language: str = "en", arpa: Path | None = None, lm_weight: float = 0.5,
@@ -212,12 +213,46 @@ class Wav2Vec2Recognizer(ModelBase):
         self.tokenizer = tokenizer
         self.sample_rate = SAMPLE_RATE
         self.frame_seconds = float(np.prod(model.encoder.config.conv_strides)) / SAMPLE_RATE
+        self.source = source
         self._encoder = Wav2Vec2Encoder(model.encoder, normalize=normalize)
+
+    @property
+    def backend(self) -> str:
+        """What runs the network: ``"torch"`` or ``"onnx"``."""
+        return "onnx" if isinstance(self.model, OnnxWav2Vec2CTC) else "torch"
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The attention diagnosis reads the PyTorch encoder: not on onnxruntime."""
+        return self.CAPABILITIES - ({"attention"} if self.backend == "onnx" else set())
 
     @property
     def encoder(self) -> Wav2Vec2Encoder:  # type: ignore[override]
         """The wav2vec 2.0 encoder inside (what the attention diagnosis reads)."""
+        if self.backend == "onnx":
+            raise ConfigError("this model runs an ONNX graph; the attention diagnosis reads "
+                              "the PyTorch model it was exported from")
         return self._encoder
+
+    def onnx(self, threads: int = 1) -> Wav2Vec2Recognizer:
+        """This recognizer with its network exported to an ONNX graph (in memory) and run by
+        onnxruntime on ``threads`` threads; the decoding is the same."""
+        if self.backend == "onnx":
+            return self
+        network = OnnxWav2Vec2CTC(export_network(self.model), self.model.config, threads)
+        return self._with(network)
+
+    def _with(self, network: Any) -> Wav2Vec2Recognizer:
+        return Wav2Vec2Recognizer(network, self.labels, normalize=self.normalize,
+                                  language=self.languages[0], arpa=self.arpa,
+                                  lm_weight=self.lm_weight, beam=self.beam,
+                                  max_seconds=self.max_seconds, tokenizer=self.tokenizer,
+                                  source=self.source)
+
+    def _needs_torch(self) -> None:
+        if self.backend != "torch":
+            raise ConfigError("this recognizer runs an ONNX graph; to export it, load the model "
+                              "it was exported from (OUT/models/NAME or a PyTorch package)")
 
     @property
     def methods(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -329,6 +364,17 @@ class Wav2Vec2Recognizer(ModelBase):
         return cls(model, labels, normalize=hf_normalize(directory), source=directory, **kw)
 
     def to_package(self) -> PackageParts:
+        self._needs_torch()
+        return self.package_parts(self.model, *self._data_and_files())
+
+    def to_onnx_package(self) -> PackageParts:
+        """The package with the network as an ONNX graph (``acoustic.onnx``) beside the same
+        labels, tokenizer and LM."""
+        self._needs_torch()
+        return self.package_parts(self.model, *self._data_and_files(),
+                                  onnx={"acoustic": (FILE, export_network(self.model))})
+
+    def _data_and_files(self) -> tuple[dict[str, Any], dict[str, tuple[str, Any]]]:
         data: dict[str, Any] = {"labels": self.labels.to_json(), "normalize": self.normalize,
                                 "lm_weight": self.lm_weight, "beam": self.beam,
                                 "streaming": False,
@@ -338,11 +384,22 @@ class Wav2Vec2Recognizer(ModelBase):
             data["tokenizer"] = self.tokenizer.to_dict()
         if self.arpa is not None and self.tokenizer is not None:
             files["lm"] = ("lm.arpa", self.arpa)
-        return self.package_parts(self.model, data, files)
+        return data, files
 
     @classmethod
-    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module
+    def from_package(cls, path: Path, card: PackageCard, model: torch.nn.Module | None
                      ) -> Wav2Vec2Recognizer:
+        """The recognizer of the package at ``path`` and its ``model``; None for an ONNX
+        package (its ``acoustic.onnx`` runs in onnxruntime)."""
+        if model is None:
+            if "acoustic" not in card.files:
+                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
+                                "the model again")
+            from speechlab.config import from_dict
+            from speechlab.ssl.wav2vec2.model import CtcConfig
+
+            model = OnnxWav2Vec2CTC(path / card.files["acoustic"],  # type: ignore[assignment]
+                                    from_dict(CtcConfig, dict(card.config)))
         d = card.data
         tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
                      if "tokenizer" in d else None)

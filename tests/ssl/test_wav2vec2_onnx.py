@@ -1,0 +1,52 @@
+"""wav2vec 2.0 CTC models on onnxruntime: the network as one ONNX graph gives the PyTorch
+log-probabilities at any length and the same transcripts, in memory and as a package (int8
+too); the attention diagnosis, which reads the PyTorch encoder, is not offered there."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import speechlab
+from speechlab.errors import ConfigError
+
+pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory):
+    from speechlab.testing.tiny_models import hf_ctc_directory
+
+    return hf_ctc_directory(tmp_path_factory.mktemp("hf") / "hf")
+
+
+def _audio(seconds: float, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 0.1, int(seconds * 16000)).astype(np.float32)
+
+
+def test_the_graph_gives_the_models_log_probs_and_transcripts(hf):
+    model = speechlab.load(hf)
+    graph = model.onnx()
+    assert graph.backend == "onnx" and "attention" not in graph.capabilities
+    assert "attention" in model.capabilities
+    for seconds, seed in ((0.7, 0), (2.3, 1), (3.9, 2)):
+        x = _audio(seconds, seed)
+        assert np.allclose(graph.log_probs(x), model.log_probs(x), atol=1e-4)
+        assert graph.transcribe(x).text == model.transcribe(x).text
+    with pytest.raises(ConfigError, match="ONNX graph"):
+        graph.encoder
+
+
+def test_an_onnx_package_and_its_int8_twin(hf, tmp_path):
+    import onnx
+
+    model = speechlab.load(hf)
+    speechlab.export(hf, tmp_path / "onnx", format="onnx")
+    speechlab.export(hf, tmp_path / "int8", format="onnx", int8=True)
+    fp, q = speechlab.load(tmp_path / "onnx"), speechlab.load(tmp_path / "int8")
+    assert fp.backend == q.backend == "onnx"
+    x = _audio(2.0, 3)
+    assert fp.transcribe(x).text == model.transcribe(x).text
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "int8" / "acoustic.onnx")).graph.node}
+    assert "DynamicQuantizeLinear" in ops
+    assert np.abs(q.log_probs(x) - model.log_probs(x)).max() < 1.0
