@@ -75,7 +75,7 @@ def main() -> None:
               f"per second of audio{size}")
     change = 100 * (errors["int8"] - errors["onnx"]) / max(errors["onnx"], 1e-9)
     speed = statistics.median(times["onnx"]) / statistics.median(times["int8"])
-    print(f"  int8 against float ONNX: WER change {change:+.1f}% relative (target within 2%); "
+    print(f"  int8 against float ONNX: WER change {change:+.1f}% relative (target: at most +2%); "
           f"{speed:.2f}x the speed (target 1.5x)")
 
 

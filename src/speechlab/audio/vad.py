@@ -60,13 +60,10 @@ class Vad:
     """The Silero network over one stream of 16 kHz samples (module doc)."""
 
     def __init__(self, threads: int = 1) -> None:
-        import onnxruntime as ort
+        from speechlab.nn.onnx_graph import runner, session
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(model_path()), options,
-                                            providers=["CPUExecutionProvider"])
+        self.session = session(model_path(), threads)
+        self._run = runner(self.session, ["output", "stateN"])  # one call per 32 ms window
         self.reset()
 
     def reset(self) -> None:
@@ -81,13 +78,13 @@ class Vad:
         n = len(x) // WINDOW
         out = np.empty(n, dtype=np.float32)
         rate = np.array(SAMPLE_RATE, dtype=np.int64)
+        frame = np.empty((1, CONTEXT + WINDOW), dtype=np.float32)
         for i in range(n):
-            window = x[i * WINDOW:(i + 1) * WINDOW]
-            frame = np.concatenate([self.context, window])[None]
-            prob, self.state = self.session.run(None, {"input": frame, "state": self.state,
-                                                       "sr": rate})
-            out[i] = float(prob.reshape(-1)[0])
-            self.context = window[-CONTEXT:]
+            frame[0, :CONTEXT] = self.context
+            frame[0, CONTEXT:] = x[i * WINDOW:(i + 1) * WINDOW]
+            prob, self.state = self._run({"input": frame, "state": self.state, "sr": rate})
+            out[i] = prob[0, 0]
+            self.context = frame[0, -CONTEXT:].copy()
         self.pending = x[n * WINDOW:]
         self.windows += n
         return out

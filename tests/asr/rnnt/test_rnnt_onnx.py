@@ -292,3 +292,18 @@ def test_a_language_the_model_lacks_is_refused_on_either_backend():
         onnx.transcribe(_audio(0.5, 0))
     with pytest.raises(ConfigError, match="'fr'"):
         onnx.transcribe(_audio(0.5, 0), language="fr")
+
+
+def test_an_int8_package_of_the_transducer_still_spells_the_planted_text(tmp_path):
+    """export --format onnx --int8 quantizes the encoder, predictor and joiner graphs: each
+    smaller, and the planted model (whose answer has a wide margin) still says its text."""
+    import speechlab
+    from speechlab.testing.tone_rnnt import MODEL, planted_run, tone_samples
+
+    run = planted_run(tmp_path / "tones") / "models" / MODEL
+    speechlab.export(run, tmp_path / "fp", format="onnx")
+    speechlab.export(run, tmp_path / "int8", format="onnx", int8=True)
+    for graph in ("encoder.onnx", "predictor.onnx", "joiner.onnx"):
+        assert (tmp_path / "int8" / graph).stat().st_size < (tmp_path / "fp" / graph).stat().st_size
+    model = speechlab.load(tmp_path / "int8")
+    assert model.backend == "onnx" and model.transcribe(tone_samples()).text == "the fox"
