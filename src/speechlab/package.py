@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,16 @@ def move_into_place(made: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
     else:
         made.rename(out)
+
+
+def graph_files(path: str | Path, card: PackageCard, roles: Sequence[str]) -> dict[str, Path]:
+    """The ONNX graphs of the package at ``path`` by role (each in ``card.files``); one
+    DataError naming the first role the card lacks."""
+    missing = [role for role in roles if role not in card.files]
+    if missing:
+        raise DataError(f"{path}: an ONNX package without its {missing[0]} graph; export the "
+                        "model again")
+    return {role: Path(path) / card.files[role] for role in roles}
 
 
 def read_card(path: str | Path) -> PackageCard:

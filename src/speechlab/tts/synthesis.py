@@ -222,10 +222,9 @@ class Synthesizer(ModelBase):
         if model is None:
             from speechlab.tts.onnx_graphs import OnnxAcousticModel
 
-            if "acoustic" not in card.files:
-                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
-                                "the model again")
-            model = OnnxAcousticModel(path / card.files["acoustic"],
+            from speechlab.package import graph_files
+
+            model = OnnxAcousticModel(graph_files(path, card, ["acoustic"])["acoustic"],
                                       from_dict(AcousticModelConfig, dict(card.config)))
         d = card.data
         qpath = path / card.files["questions"]

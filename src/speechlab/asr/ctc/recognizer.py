@@ -39,7 +39,7 @@ from speechlab.asr.ctc.onnx_graphs import FILE, OnnxCtcNetwork, export_network
 from speechlab.confidence import alternatives, word_confidences
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
 from speechlab.errors import ConfigError, DataError
-from speechlab.package import PackageCard
+from speechlab.package import PackageCard, graph_files
 from speechlab.text.lexicon import Lexicon
 from speechlab.train.card import read_decoding
 
@@ -376,11 +376,9 @@ class CtcRecognizer(ModelBase):
         from speechlab.text.ngram import BOS, EOS, read_arpa
 
         if model is None:
-            if "acoustic" not in card.files:
-                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
-                                "the model again")
-            model = OnnxCtcNetwork(path / card.files["acoustic"],  # type: ignore[assignment]
-                                   from_dict(CtcModelConfig, dict(card.config)))
+            model = OnnxCtcNetwork(  # type: ignore[assignment]
+                graph_files(path, card, ["acoustic"])["acoustic"],
+                from_dict(CtcModelConfig, dict(card.config)))
         d = card.data
         lex = json.loads((path / card.files["lexicon"]).read_text(encoding="utf-8"))
         tokenizer = PhoneTokenizer(Lexicon(lex["lexicon"]), lex["language"], lex["phones"])

@@ -45,7 +45,7 @@ from speechlab.contract import ModelBase, PackageParts, Transcript, Word, words_
 from speechlab.confidence import alternatives, word_confidences
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
-from speechlab.package import PackageCard
+from speechlab.package import PackageCard, graph_files
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import read_decoding
 
@@ -272,11 +272,7 @@ class RnntRecognizer(ModelBase):
 
             with torch.device("meta"):
                 model = card.build(BUILDERS, path)
-            missing = [role for role in FILES if role not in card.files]
-            if missing:
-                raise DataError(f"{path}: an ONNX package without its {missing[0]} graph; "
-                                "export the model again")
-            networks = onnx_networks(model, {role: path / card.files[role] for role in FILES})
+            networks = onnx_networks(model, graph_files(path, card, list(FILES)))
         data = card.data
         tokenizers = {k: GraphemeTokenizer.from_dict(v, f"{path} tokenizer {k!r}")
                       for k, v in data["tokenizers"].items()}

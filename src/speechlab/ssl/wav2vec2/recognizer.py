@@ -392,14 +392,13 @@ class Wav2Vec2Recognizer(ModelBase):
         """The recognizer of the package at ``path`` and its ``model``; None for an ONNX
         package (its ``acoustic.onnx`` runs in onnxruntime)."""
         if model is None:
-            if "acoustic" not in card.files:
-                raise DataError(f"{path}: an ONNX package without its acoustic graph; export "
-                                "the model again")
             from speechlab.config import from_dict
+            from speechlab.package import graph_files
             from speechlab.ssl.wav2vec2.model import CtcConfig
 
-            model = OnnxWav2Vec2CTC(path / card.files["acoustic"],  # type: ignore[assignment]
-                                    from_dict(CtcConfig, dict(card.config)))
+            model = OnnxWav2Vec2CTC(  # type: ignore[assignment]
+                graph_files(path, card, ["acoustic"])["acoustic"],
+                from_dict(CtcConfig, dict(card.config)))
         d = card.data
         tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
                      if "tokenizer" in d else None)
