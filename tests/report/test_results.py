@@ -131,3 +131,14 @@ def test_collect_meta():
     assert meta["python"].startswith("3.")
     assert meta["git_commit"] is None or len(meta["git_commit"]) == 40
     json.dumps(meta)  # must be storable in results.json
+
+
+def test_a_figure_with_nothing_to_measure_reads_n_a_not_nan():
+    """F0 error over a test set without voiced frames is NaN: the table says n/a."""
+    import math
+
+    from speechlab.report import Table
+
+    t = Table("t", "c", ["Model", "F0 [Hz]", "A [%]"], [["m", math.nan, 50.0]],
+              formats={"F0 [Hz]": "{:.2f}"})
+    assert t.formatted_rows() == [["m", "n/a", "50.00"]]

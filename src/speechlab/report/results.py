@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import shlex
@@ -40,6 +41,7 @@ _VERSION = 1
 
 DEFAULT_FLOAT_FORMAT = "{:.2f}"
 MISSING_CELL = "-"
+NOT_MEASURABLE = "n/a"
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,9 @@ class Table:
     """A results table; ``rows[i][0]`` names the system, the other cells are its numbers.
 
     ``formats`` maps a column name to a ``str.format`` pattern used for that column's numbers;
-    floats without a pattern print with two decimals, ints as they are, ``None`` as ``-``.
+    floats without a pattern print with two decimals, ints as they are, ``None`` as ``-``,
+    and NaN (a figure that has nothing to be measured on, e.g. F0 error without voiced frames)
+    as ``n/a``.
     """
 
     name: str
@@ -89,6 +93,8 @@ class Table:
             return MISSING_CELL
         if isinstance(value, str):
             return value
+        if isinstance(value, float) and math.isnan(value):
+            return NOT_MEASURABLE
         fmt = self.formats.get(column)
         if fmt is not None:
             return fmt.format(value)

@@ -88,6 +88,9 @@ def fig2(results: Mapping[Role, SaladDecoding], truth_f0: np.ndarray, out: Path)
     lo, hi = np.percentile(hist["ground truth"], [0.5, 99.5]) if len(hist["ground truth"]) else (50, 400)
     bins = np.linspace(lo * 0.8, hi * 1.2, 40)
     for label, values in hist.items():
+        if not len(values):  # nothing voiced (a corpus of noise): no histogram to draw
+            ax.plot([], [], label=f"{label} (no voiced frames)")
+            continue
         ax.hist(values, bins=bins, histtype="step", density=True, linewidth=1.5,
                 label=f"{label} (std {np.std(values):.1f} Hz)")
     ax.set_xlabel("F0 [Hz]")
