@@ -48,9 +48,11 @@ if TYPE_CHECKING:
 
 #: The most alternatives ``transcribe(..., nbest=N)`` is asked for through the CLI or the server.
 MAX_NBEST = 100
+#: The most hotwords one request may bias a search with.
+MAX_HOTWORDS = 1000
 #: What a model can be asked for (:attr:`Model.capabilities`).
 CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
-                "onnx")
+                "onnx", "hotwords")
 KINDS = ("asr", "tts", "ssl")
 #: A package's parts as a model writes them: its card, its weights (None for ONNX graphs, which
 #: hold them) and its side files by name.
@@ -319,6 +321,8 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
                         tau: float | str | None = None, s_th: float | str | None = None,
                         languages: Sequence[str] | str | None = None,
                         nbest: int | str | None = None,
+                        hotwords: Sequence[str] | str | None = None,
+                        hotword_score: float | str | None = None,
                         name: str = "this model", flag: str = "") -> dict[str, Any]:
     """The keywords of ``model.transcribe`` / ``model.stream`` a request asks for (None: not
     given), each checked against the model: ``language`` one it knows, ``method`` one of its
@@ -328,6 +332,26 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
     a LID head (the "early_stop" capability) and no ``language`` given. The CLI
     (``flag="--"``) and the server share it; ``name`` says which model in the errors. Returns
     ``{"language": ..., **options}``."""
+    biased: dict[str, Any] = {}
+    if hotwords is not None and hotwords != "":
+        words = [w.strip() for w in hotwords.split(",")] if isinstance(hotwords, str) \
+            else [str(w).strip() for w in hotwords]
+        if not all(words) or len(words) > MAX_HOTWORDS:
+            raise ConfigError(f"{flag}hotwords: 1 to {MAX_HOTWORDS} non-empty words or "
+                              f"phrases, comma-separated, got {hotwords!r}")
+        if "hotwords" not in model.capabilities:
+            raise ConfigError(f"{flag}hotwords: {name} does not take hotwords (the RNN-T with "
+                              "a softmax per language and the CTC-topology models do)")
+        biased["hotwords"] = words
+        if hotword_score is not None and hotword_score != "":
+            try:
+                score = float(hotword_score)
+            except (TypeError, ValueError):
+                score = math.nan
+            if not 0 < score <= 100:
+                raise ConfigError(f"{flag}hotword{'-' if flag else '_'}score must be a number "
+                                  f"in (0, 100], got {hotword_score!r}")
+            biased["hotword_score"] = score
     if nbest is not None and nbest != "":
         try:
             count = int(nbest)
@@ -386,7 +410,7 @@ def recognition_options(model: Recognizer, *, language: str | None = None,
             raise ConfigError(f"{option}: early stopping is for the streaming multi-softmax "
                               f"models with a LID head; {name} is not one")
         opts[key] = value
-    return {**opts, **allowed, **({"nbest": count} if count else {})}
+    return {**opts, **allowed, **({"nbest": count} if count else {}), **biased}
 
 
 def _narrow(model: Model, kind: str, what: str, source: object) -> Any:

@@ -251,7 +251,9 @@ def _run_transcribe(args: Any) -> int:
     model = as_recognizer(load(args.model, backend=args.backend), args.model)
     opts = recognition_options(model, language=args.language, method=args.method,
                                beam=args.beam, tau=args.tau, s_th=args.s_th,
-                               languages=args.languages, nbest=args.nbest, flag="--")
+                               languages=args.languages, nbest=args.nbest,
+                               hotwords=args.hotwords, hotword_score=args.hotword_score,
+                               flag="--")
     language = opts.pop("language")
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
@@ -418,6 +420,12 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--languages", default=None, metavar="L1,L2",
                    help="an allowlist for a model with a LID head: only these languages' "
                         "decoders run and the LID head chooses among them")
+    t.add_argument("--hotwords", default=None, metavar="W1,W2",
+                   help="words or phrases to bias the search towards (the RNN-T with a softmax "
+                        "per language, the CTC-topology models), comma-separated")
+    t.add_argument("--hotword-score", default=None, metavar="S",
+                   help="the bonus per grapheme (RNN-T) or per word (CTC, natural log) of a "
+                        "hotword (default 2)")
     t.add_argument("--nbest", type=int, default=None, metavar="N",
                    help="with --json: the N most probable distinct texts with their "
                         "posteriors (nbest), and each word's confidence")

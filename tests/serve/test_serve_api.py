@@ -126,6 +126,23 @@ def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server
     assert status == 400 and "LID head" in got["error"]
 
 
+def test_hotwords_over_http_and_websocket(server):
+    import speechlab
+
+    ctc = speechlab.load(server.paths["ctc"])
+    word = ctc.graph.lang.words[0]
+    status, got = post(server.url, f"/api/transcribe?model=ctc&hotwords={word}&hotword_score=50",
+                       server.wav.read_bytes())
+    assert status == 200 and word in got["text"].split()  # a boost that large always wins
+    final = stream_file(server, "tones", server.wav, query="&hotwords=the%20fox")[-1]
+    assert final["text"] == "the fox"
+    for query, message in (("model=hf&hotwords=go", "does not take hotwords"),
+                           ("model=ctc&hotwords=zebra", "not in this model's vocabulary"),
+                           ("model=ctc&hotwords=go&hotword_score=0", "hotword_score must be")):
+        status, got = post(server.url, f"/api/transcribe?{query}", server.wav.read_bytes())
+        assert status == 400 and message in got["error"], got
+
+
 def test_nbest_and_confidence_over_http_and_websocket(server):
     status, got = post(server.url, "/api/transcribe?model=tones&nbest=2", server.wav.read_bytes())
     assert status == 200 and got["nbest"][0]["text"] == got["text"] == "the fox"

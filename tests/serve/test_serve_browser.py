@@ -264,8 +264,9 @@ def test_the_language_allowlist_leaves_the_lid_head_only_those_languages(page, s
     assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
     assert "hi" in page.text_content("#asr-meta")  # the language shown
     assert "lead" in page.get_attribute(".bar[data-lang=hi]", "class")
-    page.select_option("#asr-model", "hf")  # no LID head: no allowlist
-    assert not page.is_visible("#asr-allow")
+    assert page.is_visible("#asr-hotwords-field")
+    page.select_option("#asr-model", "hf")  # no LID head: no allowlist; no hotwords either
+    assert not page.is_visible("#asr-allow") and not page.is_visible("#asr-hotwords-field")
 
 
 def test_a_whole_recording_model_hears_the_microphone_in_utterances(playwright, server,

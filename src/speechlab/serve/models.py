@@ -118,11 +118,13 @@ class ServedModel:
                                    language=query.get("language") or None,
                                    tau=query.get("tau"), s_th=query.get("s_th"),
                                    languages=query.get("languages"), nbest=query.get("nbest"),
-                                   name=self.name)
+                                   hotwords=query.get("hotwords"),
+                                   hotword_score=query.get("hotword_score"), name=self.name)
 
     def capabilities(self) -> list[str]:
         """What the page may offer for this model, in a fixed order."""
-        order = ("transcribe", "stream", "early_stop", "synthesize", "attention", "lattice")
+        order = ("transcribe", "stream", "early_stop", "hotwords", "synthesize", "attention",
+                 "lattice")
         own = set(self.model.capabilities) | ({"attention"} if self.kind == "ssl" else set())
         return [c for c in order if c in own]
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,7 +80,7 @@ class CtcRecognizer(ModelBase):
     streaming = False
     family = FAMILY
     title = "a CTC-topology model"
-    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx"})
+    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx", "hotwords"})
 
     def __init__(self, model: CtcModel, tokenizer: PhoneTokenizer, cmvn: GlobalCMVN,
                  graph: DecodingGraph, *, topology: str, viterbi: ViterbiConfig = ViterbiConfig(),
@@ -159,6 +159,7 @@ class CtcRecognizer(ModelBase):
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    method: str | None = None, beam: int | None = None, nbest: int = 0,
+                   hotwords: Sequence[str] | None = None, hotword_score: float = 2.0,
                    progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         ``method``: ``viterbi`` (default) or ``prefix``; ``beam``: the Viterbi beam (cost
@@ -166,7 +167,9 @@ class CtcRecognizer(ModelBase):
         done after each piece. ``nbest`` > 0 (Viterbi): each piece's lattice gives the
         ``nbest`` most probable distinct texts, each with its share of the lattice's summed
         path weight (the decoder's, LM included), and each word its confidence
-        (:mod:`speechlab.confidence`); a lattice too large to search gives none."""
+        (:mod:`speechlab.confidence`); a lattice too large to search gives none.
+        ``hotwords`` (Viterbi): words of the graph's vocabulary whose arcs in T∘L∘G cost
+        ``hotword_score`` less (natural log; a phrase boosts each of its words)."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
         method = method or "viterbi"
@@ -175,6 +178,7 @@ class CtcRecognizer(ModelBase):
         if method == "prefix" and (self.topology != "S1-T1" or self.arpa is None):
             raise ConfigError("prefix search decodes plain CTC (S1-T1) with its LM; this model "
                               f"is {self.topology}" + ("" if self.arpa else " without an LM"))
+        decoder = self._boosted(hotwords, hotword_score, method) if hotwords else None
         texts: list[str] = []
         words: list[Word] = []
         pieces_alts: list[list[tuple[str, float]]] = []
@@ -185,7 +189,7 @@ class CtcRecognizer(ModelBase):
             if not len(lp):
                 continue
             if method == "viterbi":
-                text, found = self._viterbi(lp, beam, offset)
+                text, found = self._viterbi(lp, beam, offset, decoder)
                 if nbest > 0:
                     alts = self._alternatives(lp, text, nbest)
                     pieces_alts.append(alts)
@@ -262,13 +266,50 @@ class CtcRecognizer(ModelBase):
                                beam, summarize(lat, best.words, nbest,
                                                max_expansions=MAX_EXPANSIONS))
 
-    def _viterbi(self, lp: np.ndarray, beam: int | None, offset: float
-                 ) -> tuple[str, list[Word]]:
-        decoder = self._decoder
+    def _boosted(self, hotwords: Sequence[str], score: float, method: str) -> ViterbiDecoder:
+        """A Viterbi decoder over the graph with the arcs that emit a hotword's words made
+        ``score`` cheaper (kept for the next call with the same hotwords)."""
+        import kaldifst
+
+        if method != "viterbi":
+            raise ConfigError("hotwords bias the Viterbi search over T∘L∘G; method "
+                              f"{method!r} does not take them")
+        if not 0 < score <= 100:
+            raise ConfigError(f"hotword score must be in (0, 100], got {score}")
+        index = self.graph.lang.word_index()
+        ids: set[int] = set()
+        for phrase in hotwords:
+            for word in phrase.lower().split() or [phrase]:
+                if word not in index:
+                    raise ConfigError(f"hotword {word!r} is not in this model's vocabulary "
+                                      "(its lexicon's words the LM knows)")
+                ids.add(index[word])
+        key = (tuple(sorted(ids)), float(score))
+        cache = self.__dict__.setdefault("_boosted_decoders", {})
+        if key not in cache:
+            fst = self.graph.fst.copy()
+            for state in range(fst.num_states):
+                it = kaldifst.ArcIterator(fst, state)
+                arcs = []
+                while not it.done:
+                    a = it.value
+                    arcs.append((a.ilabel, a.olabel, a.weight.value, a.nextstate))
+                    it.next()
+                if any(o in ids for _, o, _, _ in arcs):
+                    fst.delete_arcs(state, len(arcs))
+                    for i, o, w, n in arcs:
+                        fst.add_arc(state, kaldifst.StdArc(i, o, w - score if o in ids else w, n))
+            cache.clear()  # one boosted graph at a time: they are as large as the graph
+            cache[key] = (fst, ViterbiDecoder(fst, self.graph.num_tokens, self.viterbi))
+        return cache[key][1]
+
+    def _viterbi(self, lp: np.ndarray, beam: int | None, offset: float,
+                 decoder: ViterbiDecoder | None = None) -> tuple[str, list[Word]]:
+        decoder = decoder or self._decoder
         if beam is not None:
             from dataclasses import replace
 
-            decoder = ViterbiDecoder(self.graph.fst, self.graph.num_tokens,
+            decoder = ViterbiDecoder(decoder.fst, self.graph.num_tokens,
                                      replace(self.viterbi, beam=float(beam)))
         best = decoder.decode(lp)
         names = self.graph.words(best.words)

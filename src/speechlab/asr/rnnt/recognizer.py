@@ -46,6 +46,7 @@ from speechlab.confidence import alternatives, word_confidences
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard, graph_files
+from speechlab.search.context import ContextGraph
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import read_decoding
 
@@ -115,7 +116,8 @@ class RnntRecognizer(ModelBase):
 
     @property
     def capabilities(self) -> frozenset[str]:
-        own = {"transcribe", "stream", "onnx"} | ({"early_stop"} if self.lid_free else set())
+        own = {"transcribe", "stream", "onnx"} | ({"early_stop"} if self.lid_free else set()) \
+            | (set() if self.model.spec.union_vocab else {"hotwords"})
         return frozenset(own)
 
     # -----------------------------------------------------------------------------------------
@@ -124,7 +126,9 @@ class RnntRecognizer(ModelBase):
     def stream(self, language: str | None = None, *, tau: float = math.inf,
                s_th: float = math.inf, beam: int | None = None,
                method: str | None = None, endpoint: EndpointConfig | None = None,
-               languages: Sequence[str] | None = None, nbest: int = 0) -> RnntStream:
+               languages: Sequence[str] | None = None, nbest: int = 0,
+               hotwords: Sequence[str] | None = None, hotword_score: float = 2.0
+               ) -> RnntStream:
         """A stream for one recording (module doc). ``language``: decode that language only;
         None: the model's one language, or, for a model with a LID head, every language's
         decoder with the LID head picking, decoders switched off after ``tau`` encoder frames
@@ -133,7 +137,10 @@ class RnntRecognizer(ModelBase):
         :class:`~speechlab.endpoint.EndpointConfig`'s). ``languages``: an allowlist for a
         model with a LID head: only those decoders start and the LID head chooses among them
         (its posteriors renormalised over them). ``nbest``: each result's ``nbest`` holds
-        that many of the beam's distinct texts with their posteriors (0: none)."""
+        that many of the beam's distinct texts with their posteriors (0: none).
+        ``hotwords``: words or phrases the search is biased towards, ``hotword_score`` per
+        grapheme of a whole match (:mod:`speechlab.search.context`), in every language whose
+        graphemes spell them."""
         if languages is not None:
             if language is not None:
                 raise ConfigError("give the language or an allowlist of languages, not both")
@@ -150,19 +157,49 @@ class RnntRecognizer(ModelBase):
         stream = RnntStream(self, self._language(language), EarlyStopConfig(tau=tau, s_th=s_th),
                             search, endpoint or EndpointConfig(), languages)
         stream.nbest = nbest
+        if hotwords:
+            stream.context = self._context(hotwords, hotword_score)
+            stream._decoder = stream._new_decoder()
         return stream
+
+    def _context(self, hotwords: Sequence[str], score: float) -> dict[str, ContextGraph]:
+        """Each language's context graph of the ``hotwords`` its graphemes spell."""
+        if self.model.spec.union_vocab:
+            raise ConfigError("hotwords are for models with a softmax per language; this "
+                              f"{self.model.variant} model pools its labels")
+        if not score > 0 or score > 100:
+            raise ConfigError(f"hotword score must be in (0, 100], got {score}")
+        graphs: dict[str, ContextGraph] = {}
+        spelled: set[str] = set()
+        for lang, tok in self.tokenizers.items():
+            seqs = []
+            for word in hotwords:
+                try:
+                    seqs.append(tok.encode(word))
+                    spelled.add(word)
+                except DataError:
+                    continue  # not this language's script
+            if any(seqs):
+                graphs[lang] = ContextGraph(seqs, score)
+        missing = [w for w in hotwords if w not in spelled or not w.strip()]
+        if missing:
+            raise ConfigError(f"hotword {missing[0]!r}: no language of this model spells it "
+                              "with its graphemes")
+        return graphs
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    beam: int | None = None, tau: float = math.inf, s_th: float = math.inf,
                    method: str | None = None, languages: Sequence[str] | None = None,
-                   nbest: int = 0, progress: Callable[[float], None] | None = None
-                   ) -> Transcript:
+                   nbest: int = 0, hotwords: Sequence[str] | None = None,
+                   hotword_score: float = 2.0,
+                   progress: Callable[[float], None] | None = None) -> Transcript:
         """``audio`` (a file path, or mono samples at ``sample_rate``) -> its :class:`Transcript`.
         The same result as streaming it in any chunks; a file is read a block at a time.
         ``progress`` is called with the seconds of audio done after each block; ``languages``
         as :meth:`stream` takes it."""
         stream = self.stream(language, tau=tau, s_th=s_th, beam=beam, method=method,
-                             languages=languages, nbest=nbest)
+                             languages=languages, nbest=nbest, hotwords=hotwords,
+                             hotword_score=hotword_score)
         for offset, piece in iter_blocks(audio, sample_rate, self.sample_rate, 30.0):
             stream.accept_waveform(piece, self.sample_rate)
             if progress is not None:
@@ -319,6 +356,7 @@ class RnntStream:
         # the languages decoded LID-free: the model's, or an allowlist of them
         self.languages = tuple(languages) if languages is not None else tuple(rec.languages)
         self._early_stop, self._search = early_stop, search
+        self.context: dict[str, ContextGraph] = {}  # hotwords by language (RnntRecognizer.stream)
         self._decoder = self._new_decoder()
         self._segments: list[Transcript] = []  # finished segments, word times absolute
         self._segment_start = 0  # feature frames before the current segment
@@ -335,13 +373,21 @@ class RnntStream:
     def _new_decoder(self) -> Any:
         rec, model = self.rec, self.rec.model
         if self.lid_free:
-            return LidFreeDecoder(rec.networks, DecodeConfig(search=self._search,
-                                                             early_stop=self._early_stop),
-                                  languages=self.languages)
+            dec = LidFreeDecoder(rec.networks, DecodeConfig(search=self._search,
+                                                            early_stop=self._early_stop),
+                                 languages=self.languages)
+            for i, language in enumerate(dec.languages):
+                if language in self.context:
+                    dec.search.bias(i, self.context[language])
+            return dec
         # a pooled model without a one-hot, or a one-language model, needs no language
         lang = self.language if model.spec.lang_onehot or not (
             model.spec.union_vocab or len(rec.languages) == 1) else None
-        return StreamingDecoder(rec.networks, lang, self._search)
+        decoder = StreamingDecoder(rec.networks, lang, self._search)
+        graph = self.context.get(self.language or rec.languages[0])
+        if graph is not None:
+            decoder.search.bias(0, graph)
+        return decoder
 
     def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None:
         """Feed the next piece of the recording (mono samples at ``sample_rate``)."""

@@ -42,6 +42,7 @@ from speechlab.asr.rnnt.networks import (PredictionJoint, RnntNetworks, TorchPre
                                          networks_of, rows_of)
 from speechlab.errors import ConfigError, DataError
 from speechlab.search import log_add
+from speechlab.search.context import ContextGraph
 
 #: search method -> the beam width it searches with (greedy is beam search of width 1).
 SEARCHES: dict[str, Callable[[SearchConfig], int]] = {
@@ -215,6 +216,25 @@ class TransducerSearch:
         self.beam = beam
         self.max_symbols = max_symbols_per_frame
         self.seqs = Sequences()
+        #: decoder -> its hotwords' context graph (:meth:`bias`); a hypothesis's state in it
+        #: follows from its labels, kept by (decoder, label sequence id)
+        self.context: dict[int, ContextGraph] = {}
+        self._states: dict[tuple[int, int], int] = {}
+
+    def bias(self, decoder: int, graph: ContextGraph) -> None:
+        """Bias ``decoder`` towards the hotwords of ``graph`` (:mod:`speechlab.search.context`):
+        every label a hypothesis emits changes its score by the graph's delta."""
+        self.context[decoder] = graph
+
+    def _state(self, d: int, tokens: int) -> int:
+        key = (d, tokens)
+        state = self._states.get(key)
+        if state is None:
+            graph, state = self.context[d], 0
+            for label in self.seqs.labels(tokens):
+                state = graph.next_state(state, label)
+            self._states[key] = state
+        return state
 
     def start(self) -> list[Beam]:
         """One beam per decoder, holding the empty label sequence."""
@@ -225,6 +245,7 @@ class TransducerSearch:
         time entries the beams use: a long stream would otherwise keep everything it ever
         saw. Returns the beams renumbered (hypotheses taken from earlier beams stay valid)."""
         beams = self.scorer.compact(beams)
+        self._states.clear()  # label sequence ids are renumbered; states follow again
         hyps = [h for b in beams for h in b.values()]
         self.seqs, id_of, node_of = self.seqs.kept([h.key for h in hyps],
                                                    [h.node for h in hyps])
@@ -275,6 +296,11 @@ class TransducerSearch:
             # finished hypotheses by score (ties: finished first, then by position), and only
             # the kept ones become hypotheses.
             lp_np[:, blank] = -np.inf
+            if self.context:  # hotwords: each label's delta joins its log-probability
+                for i, (d, h) in enumerate(active):
+                    graph = self.context.get(d)
+                    if graph is not None:
+                        lp_np[i, : sizes[d]] += graph.deltas(self._state(d, h[3]), sizes[d])
             vals, cols = lp.topk(min(beam, max(sizes) - 1), dim=1)
             vals, cols = vals.tolist(), cols.tolist()
             survivors: list[tuple[int, list]] = []

@@ -197,6 +197,7 @@ export function initAsr(models, capabilities) {
     $("asr-allow-list").replaceChildren(...m.languages.map((l) => el("label", { class: "allow-lang" },
       el("input", { type: "checkbox", value: l, checked: "" }), ` ${l}`)));
     $("asr-allow").hidden = !can("early_stop");
+    $("asr-hotwords-field").hidden = !can("hotwords");
     $("asr-early").disabled = !can("early_stop");
     $("asr-lid-block").hidden = !can("early_stop");
     $("asr-model-note").textContent = m.streaming
@@ -210,6 +211,7 @@ export function initAsr(models, capabilities) {
 
   function params() {
     const p = { model: select.value, language: $("asr-language").value };
+    if (can("hotwords")) p.hotwords = $("asr-hotwords").value.trim();
     if (can("early_stop")) {
       p.tau = $("asr-tau").value.trim();
       p.s_th = $("asr-sth").value.trim();

@@ -1,0 +1,106 @@
+"""Hotwords: a word the model misses is found when the search is biased towards it, for the
+RNN-T (a context graph in the beam search) and the CTC-topology models (boosted arcs in
+T∘L∘G); the context graph on its own; bad hotwords refused by the CLI, the options and the
+server's parser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from speechlab.errors import ConfigError
+from speechlab.search.context import ContextGraph
+
+
+def _noise(seconds: float, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 0.1, int(seconds * 16000)).astype(np.float32)
+
+
+def test_the_context_graph_rewards_whole_hotwords_only():
+    g = ContextGraph([[1, 2, 3], [2, 4]], score=1.0)
+    total, state = 0.0, 0
+    for label in (1, 2, 3):  # the whole of the first hotword
+        delta, state = g.step(state, label)
+        total += delta
+    assert total == 3.0 and g.end[state]
+    total, state = 0.0, 0
+    for label in (1, 2, 5):  # a partial match, broken: its bonus is given back
+        delta, state = g.step(state, label)
+        total += delta
+    assert total == 0.0 and state == 0
+    # 1 2 4: "1 2" breaks, but its suffix "2" starts the second hotword, which completes
+    total, state = 0.0, 0
+    for label in (1, 2, 4):
+        delta, state = g.step(state, label)
+        total += delta
+    assert total == 2.0 and g.end[state]
+    d = g.deltas(g.next_state(0, 1), 6)
+    assert d[2] == 1.0 and d[5] == -1.0 and d[1] == 0.0  # 1 again: back to depth 1
+    with pytest.raises(ConfigError):
+        ContextGraph([[1]], score=0)
+    with pytest.raises(ConfigError):
+        ContextGraph([[]], score=1)
+
+
+def test_the_transducer_finds_a_hotword_it_missed():
+    from speechlab.testing.rnnt import untrained_recognizer
+
+    asr = untrained_recognizer()
+    audio = _noise(2.0, 0)
+    plain = asr.transcribe(audio, language="en").text
+    assert "hello" not in plain.split()
+    biased = asr.transcribe(audio, language="en", hotwords=["hello"], hotword_score=6.0)
+    assert "hello" in biased.text.split()
+    # streaming gives the same, and LID-free decoding biases the languages that spell it
+    stream = asr.stream("en", hotwords=["hello"], hotword_score=6.0)
+    stream.accept_waveform(audio)
+    assert stream.finish().text == biased.text
+    with pytest.raises(ConfigError, match="no language of this model spells it"):
+        asr.transcribe(audio, hotwords=["zzzq"])
+
+
+def test_the_ctc_model_finds_a_hotword_it_missed(tmp_path):
+    import speechlab
+    from speechlab.testing.tiny_models import ctc_package
+
+    asr = speechlab.load(ctc_package(tmp_path / "ctc"))
+    audio = _noise(2.0, 0)
+    plain = asr.transcribe(audio).text.split()
+    missed = next(w for w in asr.graph.lang.words if w not in plain)
+    biased = asr.transcribe(audio, hotwords=[missed], hotword_score=10.0).text.split()
+    assert missed in biased
+    assert asr.transcribe(audio).text.split() == plain  # the plain graph is untouched
+    with pytest.raises(ConfigError, match="not in this model's vocabulary"):
+        asr.transcribe(audio, hotwords=["zebra"])
+    with pytest.raises(ConfigError, match="does not take them"):
+        asr.transcribe(audio, hotwords=[missed], method="prefix")
+
+
+def test_the_options_and_the_cli_refuse_bad_hotwords(tmp_path, capsys):
+    import soundfile as sf
+
+    import speechlab
+    from speechlab.cli import main
+    from speechlab.contract import recognition_options
+    from speechlab.testing.tiny_models import ctc_package, hf_ctc_directory
+
+    pkg = ctc_package(tmp_path / "ctc")
+    asr = speechlab.load(pkg)
+    assert recognition_options(asr, hotwords="go, stop", hotword_score="3") == {
+        "language": None, "hotwords": ["go", "stop"], "hotword_score": 3.0}
+    with pytest.raises(ConfigError, match="hotword_score must be a number in"):
+        recognition_options(asr, hotwords="go", hotword_score="-1")
+    with pytest.raises(ConfigError, match="non-empty words"):
+        recognition_options(asr, hotwords="go,,stop")
+    pytest.importorskip("transformers")
+    hf = speechlab.load(hf_ctc_directory(tmp_path / "hf"))
+    with pytest.raises(ConfigError, match="does not take hotwords"):
+        recognition_options(hf, hotwords="go")
+    wav = tmp_path / "a.wav"
+    sf.write(wav, _noise(1.0, 1), 16000)
+    capsys.readouterr()  # what saving the Hugging Face model printed
+    assert main(["transcribe", str(pkg), str(wav), "--hotwords", "go", "--hotword-score",
+                 "abc"]) == 2
+    err = capsys.readouterr().err
+    assert "--hotword-score must be a number" in err and err.count("\n") == 1
+    assert main(["transcribe", str(pkg), str(wav), "--hotwords", "go"]) == 0
