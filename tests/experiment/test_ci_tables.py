@@ -35,8 +35,8 @@ def test_the_fingerprint_covers_every_paper():
 def test_cell_kinds():
     from speechlab.testing.ci_tables import cell_kind
 
-    assert [cell_kind(c) for c in ["9.85", "10,027", "-0.64", "+0.68", "72.3%", "inf", "nan"]] \
-        == ["number"] * 7
+    assert [cell_kind(c) for c in ["9.85", "10,027", "-0.64", "+0.68", "72.3%", "inf", "nan",
+                                   "n/a"]] == ["number"] * 8
     assert [cell_kind(c) for c in ["[-0.95, -0.90]", "-", "", "heterogeneous", "1-2"]] \
         == ["interval", "none", "none", "text", "text"]
 

@@ -57,7 +57,7 @@ PINNED_KERNELS = {
     "MKL_NUM_THREADS": "1",
 }
 
-_NUMBER = re.compile(r"[-+]?(\d[\d,]*\.?\d*|\.\d+|inf|nan)%?", re.IGNORECASE)
+_NUMBER = re.compile(r"[-+]?(\d[\d,]*\.?\d*|\.\d+|inf|nan|n/a)%?", re.IGNORECASE)
 _INTERVAL = re.compile(r"\[\s*\S+,\s*\S+\]")
 
 
