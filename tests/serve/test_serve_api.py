@@ -33,8 +33,9 @@ def test_models_lists_every_loaded_model_with_its_kind(server):
     assert by_name["ctc"] == {"name": "ctc", "kind": "asr", "streaming": False,
                               "languages": ["en"]}
     _, caps = http_json(server.url + "/api/capabilities")
-    assert caps["tones"] == ["transcribe", "stream", "early_stop"]
-    assert caps["ctc"] == ["transcribe", "lattice"] and caps["hf"] == ["transcribe", "attention"]
+    assert caps["tones"] == ["transcribe", "stream", "early_stop", "hotwords"]
+    assert caps["ctc"] == ["transcribe", "hotwords", "lattice"]
+    assert caps["hf"] == ["transcribe", "attention"]
     assert caps["w2v"] == ["attention"] and caps["salad"] == ["synthesize"]
 
 
