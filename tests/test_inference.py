@@ -514,3 +514,25 @@ def test_side_data_that_disagrees_with_the_model_is_refused_at_load(tmp_path, ca
         assert main(["transcribe", str(pkg), str(wav)]) == 2
         err = capsys.readouterr().err
         assert "feature dimensions disagree" in err and err.count("\n") == 1
+
+
+def test_export_onto_a_full_disk_names_the_package_and_leaves_nothing(tmp_path, monkeypatch,
+                                                                      capsys):
+    """safetensors reports a failed write as its own error; export says "no space left" about
+    the package (exit 2), and no half-written directory stays."""
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from speechlab.testing.tiny_models import ctc_package
+
+    pkg = ctc_package(tmp_path / "ctc")
+
+    def full(*a, **k):
+        raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: '
+                              'StorageFull, message: "No space left on device" })')
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    assert main(["export", str(pkg), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "no space left on device" in err and str(tmp_path / "out") in err
+    assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["ctc"]

@@ -98,6 +98,24 @@ class PackageCard(ModelCard):
                    backend=backend)
 
 
+def _save_weights(save_file: Any, weights: Mapping[str, torch.Tensor], path: Path,
+                  card: PackageCard, out: Path) -> None:
+    """safetensors' ``save_file``; its error for a failed write (a full disk: "code: 28")
+    raised as the OSError it stands for, naming the package, so the CLI says what happened."""
+    import errno
+    import re
+
+    from safetensors import SafetensorError
+
+    try:
+        save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(path),
+                  metadata={"format": FORMAT, "family": card.family})
+    except SafetensorError as e:
+        code = re.search(r"(?:os error|code:) (\d+)", str(e))
+        number = int(code.group(1)) if code else errno.EIO
+        raise OSError(number, os.strerror(number), str(out)) from None
+
+
 def is_package(path: str | Path) -> bool:
     return (Path(path) / CARD_NAME).is_file()
 
@@ -122,8 +140,7 @@ def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torc
     tmp = make_temp_dir(out.parent, out.name)
     try:
         if weights is not None:
-            save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()},
-                      str(tmp / WEIGHTS_NAME), metadata={"format": FORMAT, "family": card.family})
+            _save_weights(save_file, weights, tmp / WEIGHTS_NAME, card, out)
         for name, src in dict(files).items():
             if isinstance(src, bytes):
                 (tmp / name).write_bytes(src)
