@@ -86,6 +86,21 @@ def collect(ws, timeout: float = 30.0) -> tuple[list[dict], int | None]:
     return messages, ws.close_code
 
 
+def send_frames(ws, frames) -> int:
+    """Sends each frame until the server closes the socket (a limit it enforces closes it
+    mid-stream, and a send after that raises): how many frames went out."""
+    from websockets.exceptions import ConnectionClosed
+
+    sent = 0
+    for frame in frames:
+        try:
+            ws.send(frame)
+        except ConnectionClosed:
+            break
+        sent += 1
+    return sent
+
+
 def stream_file(server: Any, model: str, wav: Path, query: str = "",
                 chunk_seconds: float = 0.1) -> list[dict]:
     """A file sent to /ws/asr in ``chunk_seconds`` frames, then 'done': every message."""
