@@ -24,9 +24,18 @@ from speechlab.asr.rnnt.loss import (
     rnnt_loss_fused,
     rnnt_loss_pruned,
 )
+from speechlab.devices import device_code
 from speechlab.errors import ConfigError, DataError
 
 F64 = torch.float64
+
+
+@pytest.fixture(autouse=True, params=["numba", "device"])
+def lattice_path(request):
+    """Every test runs twice: on the numba kernels (the CPU's path) and on the PyTorch code a
+    GPU runs, here on the CPU."""
+    with device_code(request.param == "device"):
+        yield request.param
 
 
 # ------------------------------------------------------------------------------------------
@@ -560,7 +569,7 @@ BAD_INPUTS = [
     (_set(targets=lambda y: y[:, :1]), r"targets must be \(B, U\) = \(2, 2\)"),
     (_set(targets=lambda y: y.float()), "integer ids"),
     (_set(logits=lambda x: x[0]), "logits must have 4 dims"),
-    (_set(logits=lambda x: x.half()), "float32 or float64"),
+    (_set(logits=lambda x: x.long()), "must be a float tensor"),
     (_set(logit_lengths=lambda t: t[:1]), "logit_lengths must be"),
     (_set(logits=lambda x: x[:, :0]), "batch index 0: logit_lengths"),
 ]
@@ -587,3 +596,65 @@ def test_blank_id_outside_vocabulary_is_a_config_error():
     logits, targets, t_len, u_len = _ok_inputs()
     with pytest.raises(ConfigError, match="blank id 4"):
         rnnt_loss(logits, targets, t_len, u_len, blank=4)
+
+
+# ------------------------------------------------------------------------------------------
+# The device path against the numba path
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+def test_device_path_equals_the_numba_path(lattice_path, dtype):
+    """Values and gradients of the full, fused and pruned losses agree between the two
+    implementations, on a batch with every kind of padding (NaN included)."""
+    if lattice_path == "device":
+        pytest.skip("compares both paths itself")
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
+    logits, targets, frames, labels = random_batch((4, 9, 5, 7), [9, 6, 1, 4], [5, 0, 3, 2],
+                                                   dtype=dtype, seed=3, pad_value=float("nan"))
+
+    def full():
+        x = logits.detach().clone().requires_grad_()
+        loss = rnnt_loss(x, targets, frames, labels, reduction="none")
+        return loss.detach(), torch.autograd.grad(loss.sum(), x)[0]
+
+    def fused():
+        joiner, enc, pred = _joiner_inputs(4, 9, 6, 5, 7, seed=4)
+        joiner = joiner.to(dtype)
+        enc = enc.detach().to(dtype).requires_grad_()
+        pred = pred.detach().to(dtype).requires_grad_()
+        loss = rnnt_loss_fused(enc, pred, joiner, targets, frames, labels, reduction="sum")
+        return (loss.detach(), *torch.autograd.grad(loss, [enc, pred]))
+
+    def pruned():
+        joiner, enc, pred, p_targets, p_frames, p_labels, am, lm = _pruned_inputs(5)
+        joiner = joiner.to(dtype)
+        enc, pred, am, lm = (t.detach().to(dtype).requires_grad_() for t in (enc, pred, am, lm))
+        out = rnnt_loss_pruned(enc, pred, joiner, p_targets, p_frames, p_labels, am=am, lm=lm,
+                               s_range=3, reduction="sum")
+        return (out.simple.detach(), out.pruned.detach(),
+                *torch.autograd.grad(out.simple + out.pruned, [enc, pred, am, lm]))
+
+    for compute in (full, fused, pruned):
+        numba = compute()
+        with device_code():
+            device = compute()
+        for a, b in zip(numba, device):
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(b, a, **tol)
+
+
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
+def test_half_precision_logits_are_upcast_and_the_loss_is_float32(half):
+    """What autocast hands the loss: its value and gradient are those of the same numbers in
+    float32."""
+    logits, targets, frames, labels = random_batch((2, 5, 3, 6), [5, 3], [3, 1],
+                                                   dtype=torch.float32, seed=8)
+    low = logits.to(half).requires_grad_()
+    loss = rnnt_loss(low, targets, frames, labels)
+    assert loss.dtype == torch.float32
+    (grad,) = torch.autograd.grad(loss, low)
+    assert grad.dtype == half
+    ref = low.detach().float().requires_grad_()
+    expected = rnnt_loss(ref, targets, frames, labels)
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(grad, torch.autograd.grad(expected, ref)[0].to(half))

@@ -50,7 +50,9 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
+from speechlab.asr.rnnt import _loss_torch
 from speechlab.asr.rnnt._loss_numba import forward_backward
+from speechlab.devices import use_device_code
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths, lengths_to_mask
 
@@ -147,14 +149,23 @@ def _label_ids(targets: Tensor, labels: np.ndarray, blank: int, positions: int) 
     return ids
 
 
+#: Half-precision inputs (from a forward under autocast) are upcast: the loss is float32.
+HALF = (torch.float16, torch.bfloat16)
+
+
 def _check_float(name: str, x: Tensor, dims: int) -> None:
     if x.dim() != dims:
         raise DataError(f"rnnt loss: {name} must have {dims} dims, got shape {tuple(x.shape)}")
-    if x.dtype not in (torch.float32, torch.float64):
+    if x.dtype not in (torch.float32, torch.float64, *HALF):
         raise DataError(
-            f"rnnt loss: {name} must be float32 or float64, got {x.dtype}; cast it (under "
-            "autocast, compute the loss outside the autocast region)"
+            f"rnnt loss: {name} must be a float tensor (float32 or float64; half precision is "
+            f"upcast to float32), got {x.dtype}"
         )
+
+
+def _full(x: Tensor) -> Tensor:
+    """``x`` in float32 if it is half precision (autocast's output), else as it is."""
+    return x.float() if x.dtype in HALF else x
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,6 +245,8 @@ class _LatticeLogProbs(torch.autograd.Function):
         if known is not None:
             return known[0].clone(), known[1].clone()
         x = logits.detach()
+        if use_device_code(x):
+            return _log_probs_device(x, label_ids, blank, chunk_elements)
         with _serial_torch() as n_threads:
             blank_lp = x.new_zeros((batch, max_frames, positions))
             label_lp = x.new_zeros((batch, max_frames, positions))
@@ -250,11 +263,15 @@ class _LatticeLogProbs(torch.autograd.Function):
         logits, label_ids = ctx.saved_tensors
         frames, labels, blank, chunk_elements = ctx.meta
         x = logits.detach()
+        zero = torch.zeros((), dtype=x.dtype, device=x.device)
+        g_blank, g_label = torch.broadcast_tensors(
+            zero if g_blank is None else g_blank, zero if g_label is None else g_label
+        )
+        if use_device_code(x):
+            grad = _grad_device(x, label_ids, blank, g_blank, g_label, frames, labels,
+                                chunk_elements)
+            return grad, None, None, None, None, None, None
         with _serial_torch() as n_threads:
-            zero = torch.zeros((), dtype=x.dtype, device=x.device)
-            g_blank, g_label = torch.broadcast_tensors(
-                zero if g_blank is None else g_blank, zero if g_label is None else g_label
-            )
             grad = torch.empty(x.shape, dtype=x.dtype, device=x.device)
             chunks = _chunks(frames, labels, x.shape[-1], chunk_elements)
             _in_threads(
@@ -264,6 +281,53 @@ class _LatticeLogProbs(torch.autograd.Function):
                 n_threads,
             )
         return grad, None, None, None, None, None, None
+
+
+#: Logits elements per step of the device path (256 MB in float32): a GPU wants few, large
+#: kernels, and the whole batch goes at once (padding included, masked by the lattice).
+DEVICE_CHUNK_ELEMENTS = 1 << 26
+
+
+def _time_steps(x: Tensor, chunk_elements: int) -> list[tuple[int, int]]:
+    batch, max_frames, positions, vocab = x.shape
+    step = max(1, max(chunk_elements, DEVICE_CHUNK_ELEMENTS) // (batch * positions * vocab))
+    return [(t0, min(t0 + step, max_frames)) for t0 in range(0, max_frames, step)]
+
+
+def _log_probs_device(x: Tensor, label_ids: Tensor, blank: int,
+                      chunk_elements: int) -> tuple[Tensor, Tensor]:
+    """The forward of :class:`_LatticeLogProbs` where the logits are (a GPU): whole-batch
+    time slices, no threads, nothing copied to the host."""
+    batch, max_frames, positions, _ = x.shape
+    blank_lp = x.new_zeros((batch, max_frames, positions))
+    label_lp = x.new_zeros((batch, max_frames, positions))
+    for t0, t1 in _time_steps(x, chunk_elements):
+        log_probs = torch.log_softmax(x[:, t0:t1], dim=-1)
+        blank_lp[:, t0:t1] = log_probs[..., blank]
+        index = label_ids[:, None, :, None].expand(-1, t1 - t0, -1, 1)
+        label_lp[:, t0:t1] = log_probs.gather(3, index).squeeze(3)
+    return blank_lp, label_lp
+
+
+def _grad_device(x: Tensor, label_ids: Tensor, blank: int, g_blank: Tensor, g_label: Tensor,
+                 frames: np.ndarray, labels: np.ndarray, chunk_elements: int) -> Tensor:
+    """The backward of :class:`_LatticeLogProbs` on the device path; exactly zero on padding
+    (which may hold NaN, so it is selected away, not multiplied by zero)."""
+    batch, max_frames, positions, _ = x.shape
+    device = x.device
+    t_ok = lengths_to_mask(torch.as_tensor(frames), max_frames, device=device)
+    u_ok = lengths_to_mask(torch.as_tensor(labels), positions, inclusive=True, device=device)
+    valid = t_ok[:, :, None] & u_ok[:, None, :]  # (B, T, U+1)
+    grad = torch.empty_like(x)
+    for t0, t1 in _time_steps(x, chunk_elements):
+        out = torch.softmax(x[:, t0:t1], dim=-1)
+        g_b, g_l = g_blank[:, t0:t1], g_label[:, t0:t1]
+        out.mul_((g_b + g_l).neg()[..., None])
+        out[..., blank] += g_b
+        index = label_ids[:, None, :, None].expand(-1, t1 - t0, -1, 1)
+        out.scatter_add_(3, index, g_l[..., None])
+        grad[:, t0:t1] = torch.where(valid[:, t0:t1, :, None], out, 0.0)
+    return grad
 
 
 def _log_probs_chunk(x, label_ids, blank, blank_lp, label_lp, b, t0, t1, cols) -> None:
@@ -340,6 +404,17 @@ class _TransducerLattice(torch.autograd.Function):
     @staticmethod
     def forward(ctx, blank_lp, label_lp, frames, labels):
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        ctx.dtype, ctx.device = blank_lp.dtype, blank_lp.device
+        if use_device_code(blank_lp):
+            # Where the log-probs are (a GPU): the recursion in torch ops, nothing leaves it.
+            cost_t, occ_b, occ_l = _loss_torch.lattice(
+                blank_lp.detach(), label_lp.detach(), _on(frames, blank_lp),
+                _on(labels, blank_lp), need_grad)
+            finite = torch.isfinite(cost_t)
+            if not bool(finite.all()):
+                _raise_infinite(int((~finite).nonzero()[0, 0]), float(cost_t[~finite][0]))
+            ctx.occupancies = (occ_b, occ_l)
+            return cost_t.to(blank_lp.dtype)
         with _serial_torch() as n_threads:
             blank64, label64 = _as_float64(blank_lp), _as_float64(label_lp)
             cost, occ_blank, occ_label = _lattice(
@@ -347,18 +422,16 @@ class _TransducerLattice(torch.autograd.Function):
             )
         bad = np.flatnonzero(~np.isfinite(cost))
         if bad.size:
-            b = int(bad[0])
-            raise DataError(
-                f"rnnt loss: batch index {b}: no alignment has non-zero probability "
-                f"(cost {cost[b]}); the logits hold NaN/inf or -inf on every path"
-            )
+            _raise_infinite(int(bad[0]), float(cost[int(bad[0])]))
         ctx.occupancies = (occ_blank, occ_label)
-        ctx.dtype, ctx.device = blank_lp.dtype, blank_lp.device
         return torch.from_numpy(cost.astype(_NUMPY_DTYPE[blank_lp.dtype])).to(blank_lp.device)
 
     @staticmethod
     @once_differentiable  # second derivatives are not implemented: fail loudly
     def backward(ctx, g_cost):
+        if isinstance(ctx.occupancies[0], torch.Tensor):  # the device path's
+            scale = -g_cost.detach().double()[:, None, None]
+            return (*((occ * scale).to(ctx.dtype) for occ in ctx.occupancies), None, None)
         # numpy, not torch: these (B, T, U+1) products are too small to be worth OpenMP.
         scale = -g_cost.detach().cpu().double().numpy()[:, None, None]
         dtype = _NUMPY_DTYPE[ctx.dtype]
@@ -371,6 +444,18 @@ class _TransducerLattice(torch.autograd.Function):
 
 
 _NUMPY_DTYPE = {torch.float32: np.float32, torch.float64: np.float64}
+
+
+def _raise_infinite(b: int, cost: float) -> None:
+    raise DataError(
+        f"rnnt loss: batch index {b}: no alignment has non-zero probability "
+        f"(cost {cost}); the logits hold NaN/inf or -inf on every path"
+    )
+
+
+def _on(lengths: np.ndarray, like: Tensor) -> Tensor:
+    """(B,) int64 numpy lengths as a tensor on ``like``'s device."""
+    return torch.as_tensor(lengths, dtype=torch.int64).to(like.device)
 
 
 def _as_float64(x: Tensor) -> np.ndarray:
@@ -405,6 +490,7 @@ def rnnt_loss_from_log_probs(
     reduce = _reduction(reduction)
     _check_float("blank_lp", blank_lp, 3)
     _check_float("label_lp", label_lp, 3)
+    blank_lp, label_lp = _full(blank_lp), _full(label_lp)
     if label_lp.shape != blank_lp.shape:
         raise DataError(
             f"rnnt loss: blank_lp {tuple(blank_lp.shape)} and label_lp "
@@ -452,6 +538,7 @@ def rnnt_loss(
     """
     reduce = _reduction(reduction)
     _check_float("logits", logits, 4)
+    logits = _full(logits)
     batch, max_frames, positions, vocab = logits.shape
     _check_target_shape(targets, batch, positions)
     frames, labels = _check_lengths(
@@ -520,6 +607,7 @@ def rnnt_loss_fused(
     def chunk_log_probs(enc: Tensor, pred: Tensor, t0: int) -> tuple[Tensor, Tensor]:
         logits = joiner(enc[:, :, None, :], pred[:, None, :, :])
         _check_joiner_output(logits, (batch, enc.shape[1], positions, vocab))
+        logits = _full(logits)
         chunk_frames = np.clip(frames - t0, 0, enc.shape[1])
         blank_lp, label_lp = _LatticeLogProbs.apply(
             logits, label_ids, chunk_frames, labels, blank, DEFAULT_CHUNK_ELEMENTS,
@@ -648,9 +736,10 @@ def prune_ranges(
     width = s_range
     csum = torch.nn.functional.pad(occupancy.cumsum(-1), (1, 0))
     proposal = (csum[..., width:] - csum[..., :-width]).argmax(-1)  # (B, T)
-    t = torch.arange(max_frames)[None, :]
-    top = torch.as_tensor(np.maximum(labels + 1 - width, 0))[:, None]  # start that holds U_b
-    n_t = torch.as_tensor(frames)[:, None]
+    device = occupancy.device
+    t = torch.arange(max_frames, device=device)[None, :]
+    top = torch.as_tensor(np.maximum(labels + 1 - width, 0)).to(device)[:, None]  # holds U_b
+    n_t = torch.as_tensor(frames).to(device)[:, None]
     step = width - 1
     lowest = (top - step * (n_t - 1 - t)).clamp(min=0)  # still able to climb to U_b
     highest = torch.minimum(top, step * t)  # reachable from 0 at t = 0
@@ -703,6 +792,7 @@ def rnnt_loss_pruned(
         _check_float(name, x, 3)
     _check_float("am", am, 3)
     _check_float("lm", lm, 3)
+    am, lm = _full(am), _full(lm)
     batch, max_frames, _ = encoder_out.shape
     positions, vocab = lm.shape[1], lm.shape[2]
     if (
@@ -748,7 +838,7 @@ def rnnt_loss_pruned(
     ).reshape(batch, max_frames, width, dim)
     logits = joiner(encoder_out[:, :, None, :], pred_band)
     _check_joiner_output(logits, (batch, max_frames, width, vocab))
-    log_probs = logits.log_softmax(-1)
+    log_probs = _full(logits).log_softmax(-1)
     band_labels = label_ids.gather(1, u_index.reshape(batch, -1)).reshape(batch, max_frames, width)
     frames_t = torch.as_tensor(frames).to(device)[:, None, None]
     labels_t = torch.as_tensor(labels).to(device)[:, None, None]
@@ -769,6 +859,10 @@ def _node_occupancy(
     blank_lp: Tensor, label_lp: Tensor, frames: np.ndarray, labels: np.ndarray
 ) -> Tensor:
     """(B, T, U+1) float64 posterior probability of passing through each lattice node."""
+    if use_device_code(blank_lp):
+        _, occ_b, occ_l = _loss_torch.lattice(blank_lp, label_lp, _on(frames, blank_lp),
+                                              _on(labels, blank_lp), True)
+        return occ_b + occ_l
     with _serial_torch() as n_threads:
         _, occ_blank, occ_label = _lattice(
             _as_float64(blank_lp), _as_float64(label_lp), frames, labels, True, n_threads
