@@ -19,8 +19,13 @@ import torch.nn.functional as F
 from speechlab.asr.ctc import loss_graphs, topology
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.loss import graph_loss
+from speechlab.devices import device_code
 from speechlab.errors import ConfigError, DataError
+from speechlab.testing.devices import loss_path  # noqa: F401 (a fixture)
 from speechlab.testing.graphs import brute_force_nll
+
+# Every test runs on the numba kernels (the CPU's path) and on the PyTorch code a GPU runs.
+pytestmark = pytest.mark.usefixtures("loss_path")
 
 F64 = torch.float64
 NAMES = list(topology.TOPOLOGIES)
@@ -425,3 +430,34 @@ def test_plus_infinity_log_probs_raise_instead_of_nan():
     log_probs[0, 0, 0] = math.inf
     with pytest.raises(DataError, match="utterance 0"):
         graph_loss(log_probs, t_len, targets, u_len, "S2-T1")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("name", NAMES)
+def test_device_path_equals_the_numba_path(loss_path, name, dtype):
+    """Values and gradients of the PyTorch code a GPU runs equal the numba kernels', for every
+    topology, with and without the denominator, on ragged lengths with NaN padding and an
+    infeasible utterance (too few frames for its phones)."""
+    if loss_path == "device":
+        pytest.skip("compares both paths itself")
+    frames, labels = [12, 9, 2, 0], [4, 3, 6, 0]
+    log_probs, targets, t_lens, u_lens = random_batch(name, 4, frames, labels, seed=11,
+                                                      dtype=dtype)
+    for b, n in enumerate(frames):
+        log_probs[b, n:] = float("nan")
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
+    for denominator in (True, False):
+        results = []
+        for device in (False, True):
+            lp = log_probs.detach().clone().requires_grad_()
+            with device_code(device):
+                cost = graph_loss(lp, t_lens, targets, u_lens, topology=name,
+                                  denominator=denominator)
+            ok = torch.isfinite(cost)
+            (grad,) = torch.autograd.grad(cost[ok].sum(), lp)
+            results.append((cost.detach(), grad))
+        (c0, g0), (c1, g1) = results
+        assert c0.dtype == c1.dtype == dtype and g1.dtype == dtype
+        assert torch.equal(torch.isfinite(c0), torch.isfinite(c1)) and not bool(c0[2].isfinite())
+        torch.testing.assert_close(c1, c0, **tol)
+        torch.testing.assert_close(g1, g0, **tol)

@@ -11,7 +11,11 @@ import torch
 from speechlab.asr.ctc import graphs
 from speechlab.asr.ctc.loss import graph_loss, graph_loss_from_arcs
 from speechlab.asr.ctc.topology import TOPOLOGIES, num_tokens
+from speechlab.testing.devices import loss_path  # noqa: F401 (a fixture)
 from speechlab.text.lexicon import Lexicon
+
+# Every test runs on the numba kernels (the CPU's path) and on the PyTorch code a GPU runs.
+pytestmark = pytest.mark.usefixtures("loss_path")
 
 PHONES = ["a", "b", "c"]
 

@@ -26,16 +26,13 @@ from speechlab.asr.rnnt.loss import (
 )
 from speechlab.devices import device_code
 from speechlab.errors import ConfigError, DataError
+from speechlab.testing.devices import loss_path  # noqa: F401 (a fixture)
+
+# Every test runs twice: on the numba kernels (the CPU's path) and on the PyTorch code a GPU
+# runs, here on the CPU.
+pytestmark = pytest.mark.usefixtures("loss_path")
 
 F64 = torch.float64
-
-
-@pytest.fixture(autouse=True, params=["numba", "device"])
-def lattice_path(request):
-    """Every test runs twice: on the numba kernels (the CPU's path) and on the PyTorch code a
-    GPU runs, here on the CPU."""
-    with device_code(request.param == "device"):
-        yield request.param
 
 
 # ------------------------------------------------------------------------------------------
@@ -603,10 +600,10 @@ def test_blank_id_outside_vocabulary_is_a_config_error():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
-def test_device_path_equals_the_numba_path(lattice_path, dtype):
+def test_device_path_equals_the_numba_path(loss_path, dtype):
     """Values and gradients of the full, fused and pruned losses agree between the two
     implementations, on a batch with every kind of padding (NaN included)."""
-    if lattice_path == "device":
+    if loss_path == "device":
         pytest.skip("compares both paths itself")
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-9, atol=1e-10)
     logits, targets, frames, labels = random_batch((4, 9, 5, 7), [9, 6, 1, 4], [5, 0, 3, 2],

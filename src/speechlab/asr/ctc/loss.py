@@ -23,9 +23,10 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from speechlab.asr.ctc import loss_graphs
+from speechlab.asr.ctc import _graph_torch, loss_graphs
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
+from speechlab.devices import use_device_code
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths
 
@@ -159,6 +160,10 @@ class _GraphLoss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, log_probs, frames, numerator, denominator, factorises):
+        if use_device_code(log_probs):
+            cost, ctx.grad = _device_scores(log_probs.detach(), frames, numerator, denominator,
+                                            factorises, ctx.needs_input_grad[0])
+            return cost
         x = log_probs.detach().cpu().contiguous().numpy()
         need_grad = ctx.needs_input_grad[0]
         grad = np.zeros(x.shape if need_grad else (0, 0, 0), dtype=x.dtype)
@@ -177,11 +182,7 @@ class _GraphLoss(torch.autograd.Function):
         _run_batch(run, np.argsort(-sizes, kind="stable").tolist(), torch.get_num_threads())
         bad = np.flatnonzero(np.isnan(scores).any(1))
         if bad.size:
-            b = int(bad[0])
-            raise DataError(
-                f"graph loss: utterance {b}: log_probs[{b}] holds NaN or +inf on frames its "
-                "graph reads (0..log_prob_lengths-1); check the network output"
-            )
+            _raise_unreadable(int(bad[0]))
         ctx.grad = grad
         cost = scores[:, 1] - scores[:, 0]  # +inf where the numerator is -inf
         return torch.from_numpy(cost.astype(x.dtype)).to(log_probs.device)
@@ -189,11 +190,75 @@ class _GraphLoss(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # second derivatives are not implemented: fail loudly
     def backward(ctx, g_cost):
+        if isinstance(ctx.grad, Tensor):  # the device path's
+            return ctx.grad * g_cost.detach()[:, None, None], None, None, None, None
         # In numpy: a torch op this size would wake torch's intra-op threads, which took
         # 6-15 ms on a loaded machine (measured) for a 0.05 ms product.
         g = g_cost.detach().cpu().numpy().astype(ctx.grad.dtype, copy=False)
         grad = torch.from_numpy(ctx.grad * g[:, None, None])
         return grad.to(g_cost.device), None, None, None, None
+
+
+def _raise_unreadable(b: int) -> None:
+    raise DataError(
+        f"graph loss: utterance {b}: log_probs[{b}] holds NaN or +inf on frames its "
+        "graph reads (0..log_prob_lengths-1); check the network output"
+    )
+
+
+#: Denominator graphs expanded for a batch size on a device (the device path's), by the
+#: denominator they came from (kept in the value, so that an id is never reused wrongly).
+_expanded_denominators: dict[tuple[int, int, str], tuple[object, _graph_torch.Expanded]] = {}
+
+
+def _expanded_denominator(den: loss_graphs.GraphBatch, batch: int,
+                          device: torch.device) -> _graph_torch.Expanded:
+    key = (id(den), batch, str(device))
+    hit = _expanded_denominators.get(key)
+    if hit is None or hit[0] is not den:
+        if len(_expanded_denominators) > 64:
+            _expanded_denominators.clear()
+        hit = _expanded_denominators[key] = (
+            den, _graph_torch.expand(den, np.zeros(batch, dtype=np.int64), device))
+    return hit[1]
+
+
+def _device_scores(x: Tensor, frames: np.ndarray, numerator: loss_graphs.GraphBatch,
+                   denominator: loss_graphs.GraphBatch | None, factorises: bool,
+                   need_grad: bool) -> tuple[Tensor, Tensor | None]:
+    """:class:`_GraphLoss`'s forward where the log-probs are (a GPU): the costs (B,) in x's
+    dtype and the gradient (B, T, V) (None unless asked), by :mod:`._graph_torch`, the whole
+    batch at once."""
+    batch, max_frames, _ = x.shape
+    device = x.device
+    lengths = torch.as_tensor(frames, dtype=torch.int64).to(device)
+    num_graphs = _graph_torch.expand(numerator, np.arange(batch), device)
+    log_num, occ_num = _graph_torch.total_scores(x, lengths, num_graphs, need_grad)
+    unreadable = torch.isnan(log_num) | torch.isposinf(log_num)
+    feasible = torch.isfinite(log_num)
+    log_den = torch.zeros_like(log_num)
+    occ_den = None
+    if denominator is not None:
+        if factorises:
+            # T accepts every token sequence once: log TotalScore = sum_t logsumexp_v.
+            lp = x.double()
+            valid = torch.arange(max_frames, device=device)[None, :] < lengths[:, None]
+            log_den = torch.where(valid, torch.logsumexp(lp, -1), 0.0).sum(1)
+            if need_grad:
+                occ_den = torch.where(valid[..., None], torch.softmax(lp, -1), 0.0)
+        else:
+            den_graphs = _expanded_denominator(denominator, batch, device)
+            log_den, occ_den = _graph_torch.total_scores(x, lengths, den_graphs, need_grad)
+        unreadable |= feasible & (torch.isnan(log_den) | torch.isposinf(log_den))
+    if bool(unreadable.any()):
+        _raise_unreadable(int(unreadable.nonzero()[0, 0]))
+    cost = torch.where(feasible, log_den - log_num, float("inf"))
+    grad = None
+    if need_grad:
+        assert occ_num is not None
+        grad = -occ_num if occ_den is None else occ_den - occ_num
+        grad = torch.where(feasible[:, None, None], grad, 0.0).to(x.dtype)
+    return cost.to(x.dtype), grad
 
 
 # The helper threads of :func:`_run_batch`, kept between calls: starting a pool per call
