@@ -26,6 +26,7 @@ import signal
 import sys
 from pathlib import Path
 
+from speechlab.devices import apply_device_option
 from speechlab.errors import SpeechlabError
 from speechlab.files import check_output, is_torch_write_failure, refuse_existing
 
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     new_dirs = _new_dirs(args)
     try:
+        apply_device_option(args)
         for name, kind in (getattr(args, "outputs", None) or {}).items():
             if getattr(args, name, None) is not None:
                 check_output(getattr(args, name), "file" if kind == "file" else "dir")

@@ -184,3 +184,20 @@ def use_device_code(x: torch.Tensor) -> bool:
     CPU, or :func:`device_code` / ``SPEECHLAB_DEVICE_CODE=1`` asks for it."""
     return (x.device.type != "cpu" or getattr(_forced, "on", False)
             or os.environ.get(DEVICE_CODE_ENV) == "1")
+
+
+def add_device_options(parser: Any, precision: bool = True) -> None:
+    """``--device`` (and, for commands that train, ``--precision``) on a command's parser; the
+    command line applies ``--device`` before the command runs (:func:`apply_device_option`)."""
+    parser.add_argument("--device", default=None, help=DEVICE_HELP)
+    if precision:
+        parser.add_argument("--precision", default=None, choices=list(PRECISIONS),
+                            help=PRECISION_HELP + " (default: the recipe's, fp32)")
+
+
+def apply_device_option(args: Any) -> None:
+    """Make a command's ``--device`` the default of this process and its workers; a device this
+    machine lacks is a :class:`ConfigError` before any work."""
+    name = getattr(args, "device", None)
+    if name is not None:
+        set_default(name)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from speechlab.config import bounded
+from speechlab.devices import add_device_options
 from speechlab.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -89,11 +90,25 @@ def switch_overrides(paper: Any, given: Sequence[str]) -> list[str]:
     return out
 
 
+def precision_overrides(paper: Any, precision: str | None) -> list[str]:
+    """``--precision``: the override that sets it in each of the recipe's training configs."""
+    import typing
+
+    from speechlab.train.config import TrainConfig
+
+    if precision is None:
+        return []
+    hints = typing.get_type_hints(paper.config_class)
+    return [f"{name}.precision={precision}" for name, kind in hints.items()
+            if kind is TrainConfig]
+
+
 def _load(args: argparse.Namespace):
     from speechlab.experiment.runner import load_run
 
     paper = get_paper(args.paper)
-    overrides = [*args.set, *switch_overrides(paper, args.switches)]
+    overrides = [*args.set, *switch_overrides(paper, args.switches),
+                 *precision_overrides(paper, args.precision)]
     return load_run(paper, args.scale, args.out, args.corpus, args.config, overrides)
 
 
@@ -123,7 +138,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     out: Path = args.out
     print(f"speechlab demo: the report will be written to {out / 'report' / 'report.html'}", flush=True)
     papers = [get_paper(name) for name in (args.papers or list(PAPERS))]
-    runs = [load_run(p, "demo", out / p.name) for p in papers]
+    runs = [load_run(p, "demo", out / p.name, overrides=precision_overrides(p, args.precision))
+            for p in papers]
     summaries = run_reproductions(runs, jobs=args.jobs)
     report = write_report([s.out for s in summaries], out / "report")
     total = (time.time() - start) / 60
@@ -181,6 +197,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
                    help="override recipe values, e.g. --set train.max_steps=500 task.ctc_weight=0"
                         " (repeatable)")
+    add_device_options(p)
     p.set_defaults(accepts_switches=True)
 
 
@@ -222,6 +239,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--setup-seconds", type=bounded(float, ge=0, why="a duration"), default=None,
                    help="seconds the set-up took before the demo (`make demo` passes it), shown "
                    "in the summary beside the demo's own time")
+    add_device_options(d)
     d.set_defaults(func=_run_demo, outputs={"out": "run"})
 
     q = sub.add_parser("papers", help="the papers: scales, models of the demo plan, switches")

@@ -95,6 +95,10 @@ class TrainConfig:
     # A rich progress bar with ETA on interactive terminals (never in non-TTY runs, never on
     # ranks other than 0, never when SPEECHLAB_PROGRESS=0).
     progress: bool = True
+    # The forward pass under autocast in bfloat16 or float16 (with a gradient scaler), or in
+    # float32; the losses are computed in float32 either way. bf16 on CPUs and recent GPUs;
+    # fp16 on older GPUs.
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     # DDP must look for parameters that took no part in the loss (language-specific heads of the
     # multi-softmax RNN-T); it costs a graph traversal per step, so it is off by default.
     find_unused_parameters: bool = False

@@ -41,6 +41,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 from torch import nn
 
+from speechlab import devices
 from speechlab.config import save_config, to_dict
 from speechlab.errors import SpeechlabError
 from speechlab.files import exclusive_dir
@@ -276,17 +277,27 @@ class Trainer:
     ``model_config``: a plain dict saying how to rebuild ``model`` (see
     :class:`speechlab.train.card.ModelCard`), stored in every checkpoint so that the
     trained model rebuilds from its directory alone.
+    ``device``: where the model, its batches, the optimiser state and the losses live (a name
+    :func:`speechlab.devices.resolve` takes; default: the process default, ``auto``); under
+    torchrun with GPUs each rank's own. Checkpoints load on any device: a run resumes on
+    another device than the one that wrote it.
     """
 
     def __init__(self, model: nn.Module, task: Task, cfg: TrainConfig, out_dir: str | Path, *,
                  progress: bool | None = None,
-                 model_config: Mapping[str, Any] | None = None) -> None:
-        self.model = model
+                 model_config: Mapping[str, Any] | None = None,
+                 device: str | torch.device | None = None) -> None:
+        self.dist = distributed.current()
+        self.device = (self.dist.device if self.dist.distributed and device is None
+                       else devices.resolve(device))
+        devices.check_precision(cfg.precision, self.device)
+        # Moved before the optimiser is built, so that its state is made where the weights are.
+        self.model = model.to(self.device)
         self.model_config = dict(model_config) if model_config is not None else None
         self.task = task
         self.cfg = cfg
         self.out_dir = Path(out_dir)
-        self.dist = distributed.current()
+        self.scaler = devices.grad_scaler(self.device, cfg.precision)
         self.optimizer = build_optimizer(model.parameters(), cfg.optim)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.max_steps)
         self.step = 0
@@ -340,10 +351,12 @@ class Trainer:
                     if isinstance(self.task, StepAwareTask):
                         self.task.set_step(self.step)
                     fetch = time.monotonic()
-                    batch = next(batches)
+                    batch = self._on_device(next(batches))
                     self.state.data_time += time.monotonic() - fetch
                     self.model.train()
-                    loss, stats, weight = self.task.loss(model, batch)
+                    with devices.autocast(self.device, cfg.precision):
+                        loss, stats, weight = self.task.loss(model, batch)
+                    loss = loss.float()
 
                     # A non-finite loss would poison Adam's moments for good: skip the batch on
                     # every rank (one rank alone skipping would hang the others in all-reduce).
@@ -351,13 +364,21 @@ class Trainer:
                         self._skip(step, batch, "loss", loss.detach())
                         continue
 
-                    loss.backward()
+                    if self.scaler is not None:
+                        # fp16: the loss is scaled up so that small gradients do not flush to
+                        # zero, and the gradients unscaled before they are clipped or used.
+                        self.scaler.scale(loss).backward()
+                        self.scaler.unscale_(self.optimizer)
+                    else:
+                        loss.backward()
                     grads = [p.grad for p in self.model.parameters() if p.grad is not None]
                     grad_norm = torch.nn.utils.get_total_norm(grads)
                     # Gradients are already averaged across ranks here, so every rank sees the
                     # same norm and takes the same branch.
                     if not torch.isfinite(grad_norm):
                         self.optimizer.zero_grad(set_to_none=True)
+                        if self.scaler is not None and self._overflowed():
+                            continue
                         self._skip(step, batch, "grad", loss.detach())
                         continue
                     if cfg.grad_clip > 0:
@@ -366,7 +387,11 @@ class Trainer:
                             cfg.grad_clip, grad_norm)
 
                     lr = self.optimizer.param_groups[0]["lr"]
-                    self.optimizer.step()
+                    if self.scaler is not None:
+                        self.scaler.step(self.optimizer)
+                        self.scaler.update()
+                    else:
+                        self.optimizer.step()
                     self.scheduler.step()
                     # None, not zero: a parameter unused by the next batch (another language's
                     # head) then gets no Adam update at all, not a decay of its moments.
@@ -414,6 +439,25 @@ class Trainer:
             best_checkpoint=best if self.state.best_step and best.exists() else None)
 
     # -- pieces of the loop --------------------------------------------------------------------
+
+    def _on_device(self, batch: Any) -> Any:
+        """The batch where the model is (as it is on the CPU)."""
+        if self.device.type == "cpu":
+            return batch
+        return devices.move(batch, self.device, non_blocking=True)
+
+    def _overflowed(self) -> bool:
+        """fp16: gradients that overflowed at this loss scale. The scaler lowers the scale and
+        the batch is tried at the lower scale no more (as every fp16 trainer does); not
+        counted as a non-finite batch unless the scale has nothing left to lower."""
+        assert self.scaler is not None
+        before = self.scaler.get_scale()
+        self.scaler.update()
+        if self.scaler.get_scale() < before and self.scaler.get_scale() > 2.0 ** -16:
+            logger.debug("fp16 gradients overflowed; loss scale %g -> %g", before,
+                         self.scaler.get_scale())
+            return True
+        return False
 
     def _out_of_time(self, step: int) -> bool:
         """``max_minutes`` of training have passed: the run ends after this update, as if it
@@ -468,7 +512,7 @@ class Trainer:
         """Validate, track the best metric (saving best.pt), decide on early stopping."""
         cfg, st = self.cfg, self.state
         self.model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), devices.autocast(self.device, cfg.precision):
             metrics = {k: float(v) for k, v in self.task.validate(self.model).items()}
         self.model.train()
         metrics = distributed.broadcast_object(metrics)
@@ -530,6 +574,8 @@ class Trainer:
                 config=to_dict(self.cfg), world_size=self.dist.world_size)
             if isinstance(self.task, StatefulTask):
                 parts["task"] = self.task.state_dict()
+            if self.scaler is not None:
+                parts["scaler"] = self.scaler.state_dict()
             if self.model_config is not None:
                 parts["model_config"] = self.model_config
             save_checkpoint(path, **parts)
@@ -551,8 +597,12 @@ class Trainer:
         except RuntimeError as e:
             raise SpeechlabError(f"checkpoint {path} does not fit the model ({e}); the model "
                                  "config changed since it was written: use a new out_dir") from None
+        # Adam's state goes to its parameters' device on loading: a run written on a GPU
+        # resumes on the CPU and back.
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
+        if self.scaler is not None and "scaler" in ckpt:
+            self.scaler.load_state_dict(ckpt["scaler"])
         rank = self.dist.rank
         if len(ckpt["rng"]) != self.dist.world_size:
             logger.warning("checkpoint %s was written by %d ranks, this run has %d: data order "
@@ -572,11 +622,12 @@ class Trainer:
 
 
 def fit(model: nn.Module, make_task: Callable[[int, int], Task], cfg: TrainConfig,
-        out_dir: str | Path, *, card: Any = None, progress: bool | None = None) -> TrainResult:
+        out_dir: str | Path, *, card: Any = None, progress: bool | None = None,
+        device: str | torch.device | None = None) -> TrainResult:
     """Train (or resume) ``model`` in ``out_dir`` with the task ``make_task(rank, world_size)``
     builds for this process: under torchrun each rank gets its own shard of the batches, in a
     single process the whole. ``card`` (a :class:`speechlab.train.card.ModelCard`) goes into
     every checkpoint, so the trained model rebuilds from its directory alone."""
     dist = distributed.current()
     return Trainer(model, make_task(dist.rank, dist.world_size), cfg, out_dir, progress=progress,
-                   model_config=None if card is None else card.to_dict()).fit()
+                   model_config=None if card is None else card.to_dict(), device=device).fit()

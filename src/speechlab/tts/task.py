@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from speechlab.config import check_fields, ranged
+from speechlab.devices import device_of
 from speechlab.metrics.tts import f0_rmse, mcd, mcd_per_frame, vuv_accuracy
 from speechlab.tts.acoustic import MCEP, OutputNormalizer, f0_of
 from speechlab.tts.batching import StreamBatch, StreamBatches
@@ -51,6 +52,7 @@ def predict(model: nn.Module, utts: Sequence[TtsUtteranceData], window: int | No
     """Normalized (T, O) predictions of each utterance from the zero state, in ``utts`` order
     (batched by length; padding does not change any output)."""
     model = _bare(model)
+    device = device_of(model)
     out: list[np.ndarray | None] = [None] * len(utts)
     order = sorted(range(len(utts)), key=lambda i: utts[i].num_frames)
     i = 0
@@ -64,7 +66,7 @@ def predict(model: nn.Module, utts: Sequence[TtsUtteranceData], window: int | No
         for r, g in enumerate(group):
             x[r, : utts[g].num_frames] = torch.from_numpy(utts[g].x())
         lens = torch.tensor([utts[g].num_frames for g in group])
-        y = model(x, lens, window=window).numpy()
+        y = model(x.to(device), lens.to(device), window=window).float().cpu().numpy()
         for r, g in enumerate(group):
             out[g] = y[r, : utts[g].num_frames]
         i = j
@@ -117,11 +119,13 @@ class TtsTask:
     def loss(self, model: nn.Module, batch: StreamBatch) -> tuple[torch.Tensor, Mapping[str, float], float]:
         bare = _bare(model)
         state = bare.init_state(batch.x.shape[0]) if batch.first or self.state is None else self.state
+        state = tuple(s.to(batch.x.device) for s in state)
         y, _, state = bare.streaming_forward(batch.x, batch.lens, state)
         self.state = tuple(s.detach() for s in state)
-        mask = (torch.arange(batch.x.shape[1])[None, :] < batch.lens[:, None]).float()
+        mask = (torch.arange(batch.x.shape[1], device=batch.x.device)[None, :]
+                < batch.lens[:, None]).float()
         frames = float(mask.sum())
-        err = ((y - batch.y) ** 2).mean(-1) * mask
+        err = ((y.float() - batch.y) ** 2).mean(-1) * mask
         return err.sum() / max(frames, 1.0), {}, frames
 
     def validate(self, model: nn.Module) -> Mapping[str, float]:

@@ -22,6 +22,7 @@ from speechlab.asr.ctc.topology import Arcs
 from speechlab.asr.data import Batch, Utterance, WaveAugment, collate, with_labels
 from speechlab.audio.augment import AugmentPlan
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
+from speechlab.devices import device_of, move
 from speechlab.errors import ConfigError
 from speechlab.train.sampler import BucketBatches, MapBatches
 
@@ -124,8 +125,9 @@ class CtcTask:
         """Dev negative log-likelihood per feasible utterance (``loss``) and the share of dev
         utterances the topology cannot align (``infeasible``)."""
         total, n, bad = 0.0, 0, 0
+        device = device_of(model)
         for i in range(0, len(self.dev), 16):
-            nll = self._nll(model, collate(self.dev[i : i + 16]), train=False)
+            nll = self._nll(model, move(collate(self.dev[i : i + 16]), device), train=False)
             ok = torch.isfinite(nll)
             total += float(nll[ok].sum())
             n += int(ok.sum())

@@ -248,7 +248,7 @@ class TorchPredictionJoint:
             logits = torch.addmm(bias, hidden, weight_t)
         else:
             logits = torch.full((len(of), self.columns.shape[1]), float("-inf"),
-                                dtype=hidden.dtype)
+                                dtype=hidden.dtype, device=hidden.device)
             for begin, end in zip([0, *begins], [*begins, len(of)]):
                 bias, weight_t, vocab = self._heads[of[begin]]
                 torch.addmm(bias, hidden[begin:end], weight_t, out=logits[begin:end, :vocab])

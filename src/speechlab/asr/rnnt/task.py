@@ -25,6 +25,7 @@ from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused
 from speechlab.asr.rnnt.model import RNNT, RNNTOutput, UnionMap, lid_ce_loss
 from speechlab.audio.transforms import SpecAugment, SpecAugmentConfig
 from speechlab.config import check_fields, ranged
+from speechlab.devices import device_of, move
 from speechlab.errors import DataError
 from speechlab.metrics.lid import utterance_lid_accuracy
 from speechlab.train.sampler import GroupedBatches, LanguageBatch, LanguageBatches, MapBatches
@@ -210,12 +211,13 @@ class RNNTTask:
         total, n = 0.0, 0
         lid_acc: list[float] = []
         per_language: dict[str, float] = {}
+        device = device_of(model)
         for lang, utts in sorted(by_lang.items()):
             utts = utts[: self.cfg.valid_utterances]
             right, lang_total = 0.0, 0.0
             for i in range(0, len(utts), 16):
                 chunk = utts[i : i + 16]
-                batch = collate_rnnt(chunk, lang, self.union)
+                batch = move(collate_rnnt(chunk, lang, self.union), device)
                 loss, stats = self._forward(model, batch, train=False)
                 lang_total += stats["rnnt"] * len(chunk)
                 right += stats.get("lid_acc", 0.0) * len(chunk)

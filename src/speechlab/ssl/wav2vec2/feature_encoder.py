@@ -30,7 +30,7 @@ def _checked_lengths(wav: Tensor, wav_lens: Tensor | None, receptive_field: int,
         raise DataError(f"the feature encoder takes (batch, samples) audio, got shape "
                         f"{tuple(wav.shape)}")
     if wav_lens is None:
-        wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long)
+        wav_lens = torch.full((wav.shape[0],), wav.shape[1], dtype=torch.long, device=wav.device)
     short = int(wav_lens.min()) if wav_lens.numel() else 0
     if short < receptive_field:
         raise DataError(f"audio of {short} samples is shorter than the {what}'s receptive field "

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from speechlab.asr.data import with_labels
 from speechlab.config import check_fields, ranged
+from speechlab.devices import device_of, move
 from speechlab.ssl.wav2vec2.conv_features import FeatureBatch, FeatureUtterance, collate_features
 from speechlab.ssl.wav2vec2.masking import span_mask
 from speechlab.train.sampler import BucketBatches, MapBatches
@@ -74,7 +75,7 @@ class FinetuneTask:
             spans = span_mask(torch.full((B,), C), C, c.channel_mask_prob, c.channel_mask_length,
                               min_spans=0)
             keep = (~spans).float()[:, None, :]
-        return keep
+        return keep.to(feats.device)
 
     def _nll(self, model: nn.Module, batch: FeatureBatch, train: bool) -> Tensor:
         from speechlab.nn.ctc import ctc_loss
@@ -82,7 +83,8 @@ class FinetuneTask:
         c = self.cfg
         feats, mask = batch.feats, None
         if train:
-            mask = span_mask(batch.lens, feats.shape[1], c.mask_prob, c.mask_length, min_spans=0)
+            mask = span_mask(batch.lens.cpu(), feats.shape[1], c.mask_prob, c.mask_length,
+                             min_spans=0).to(feats.device)
             feats = feats * self._channel_mask(feats)
         frozen = train and self.step < c.freeze_updates
         log_probs, lens = model(feats, batch.lens, mask, freeze_encoder=frozen)
@@ -99,8 +101,9 @@ class FinetuneTask:
         from speechlab.ssl.wav2vec2.decode import greedy_ids
 
         total, n, refs, hyps = 0.0, 0, [], []
+        device = device_of(model)
         for i in range(0, len(self.dev), 16):
-            batch = collate_features(self.dev[i : i + 16])
+            batch = move(collate_features(self.dev[i : i + 16]), device)
             total += float(self._nll(model, batch, train=False)) * len(batch.ids)
             n += len(batch.ids)
             log_probs, lens = model(batch.feats, batch.lens)

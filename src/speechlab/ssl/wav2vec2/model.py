@@ -179,7 +179,8 @@ class Wav2Vec2CTC(nn.Module):
             feats, lens = self.encoder.features(x, x_lens)
         else:
             feats = x
-            lens = x_lens if x_lens is not None else torch.full((x.shape[0],), x.shape[1])
+            lens = x_lens if x_lens is not None else torch.full((x.shape[0],), x.shape[1],
+                                                                device=x.device)
         if freeze_encoder:
             with torch.no_grad():
                 context = self.encoder.encode(feats, lens, mask)

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.config import check_fields, ranged
+from speechlab.devices import device_of
 from speechlab.errors import DataError
 from speechlab.ssl.wav2vec2.masking import sample_distractors, span_mask
 from speechlab.train.sampler import BucketBatches, MapBatches
@@ -61,11 +62,11 @@ def _crop(wavs: Sequence[Tensor], samples: int, generator: torch.Generator | Non
           ) -> tuple[Tensor, Tensor]:
     """Random crops of at most ``samples``, zero-padded: (B, S), (B,)."""
     lens = [min(len(w), samples) for w in wavs]
-    out = torch.zeros(len(wavs), max(lens))
+    out = torch.zeros(len(wavs), max(lens), device=wavs[0].device)
     for i, (w, n) in enumerate(zip(wavs, lens)):
         start = int(torch.randint(0, len(w) - n + 1, (), generator=generator))
         out[i, :n] = w[start : start + n]
-    return out, torch.tensor(lens)
+    return out, torch.tensor(lens, device=out.device)
 
 
 def contrastive_logits(context: Tensor, targets: Tensor, mask: Tensor, num_negatives: int,
@@ -74,7 +75,8 @@ def contrastive_logits(context: Tensor, targets: Tensor, mask: Tensor, num_negat
     B, T, Fd = targets.shape
     flat = targets.reshape(B * T, Fd)
     pos = flat[mask.reshape(-1)]
-    neg = flat[sample_distractors(mask, num_negatives, generator)]
+    # drawn on the CPU (whose generator a run seeds), wherever the frames are
+    neg = flat[sample_distractors(mask.cpu(), num_negatives, generator)]
     cands = torch.cat([pos[:, None], neg], 1)
     logits = F.cosine_similarity(context[mask][:, None].float(), cands.float(), dim=-1) / logit_temp
     same = (neg == pos[:, None]).all(-1)
@@ -109,16 +111,16 @@ class PretrainTask:
               generator: torch.Generator | None) -> tuple[Tensor, dict[str, float], float]:
         c = self.cfg
         core = getattr(model, "module", model)
-        frames = core.feature_encoder.output_lengths(lens)
+        frames = core.feature_encoder.output_lengths(lens).cpu()
         mask = span_mask(frames, int(frames.max()), c.mask_prob, c.mask_length,
-                         min_spans=c.min_spans, generator=generator)
+                         min_spans=c.min_spans, generator=generator).to(wav.device)
         out = model(wav, lens, mask, self.tau)
         logits = contrastive_logits(out.context, out.targets, mask, c.num_negatives,
                                     c.logit_temp, generator)
         m = logits.shape[0]
         if m == 0:
             raise DataError("no frame was masked: raise mask_prob or crop_seconds")
-        target = torch.zeros(m, dtype=torch.long)
+        target = torch.zeros(m, dtype=torch.long, device=logits.device)
         contrastive = F.cross_entropy(logits, target)
         diversity = (out.num_vars - out.perplexity) / out.num_vars
         loss = contrastive + c.diversity_weight * diversity + c.feature_penalty * out.feature_penalty
@@ -134,9 +136,10 @@ class PretrainTask:
         """Contrastive loss and accuracy on fixed crops, masks and distractors of the dev set."""
         g = torch.Generator().manual_seed(self.seed)
         total, acc, n = 0.0, 0.0, 0
+        device = device_of(model)
         for i in range(0, len(self.dev), self.cfg.batch_size):
             wav, lens = _crop(self.dev[i : i + self.cfg.batch_size], self.samples, g)
-            _, stats, m = self._loss(model, wav, lens, g)
+            _, stats, m = self._loss(model, wav.to(device), lens.to(device), g)
             total += stats["contrastive"] * m
             acc += stats["accuracy"] * m
             n += int(m)
