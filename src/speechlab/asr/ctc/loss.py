@@ -110,9 +110,16 @@ def graph_loss(
     frames, labels, phones, num_phones = _check_graph_inputs(
         log_probs, log_prob_lengths, targets, target_lengths, topo, blank
     )
-    numerator = loss_graphs.numerator(topo.name, phones, labels, num_phones, blank)
     den = loss_graphs.denominator(topo.name, num_phones, blank) if denominator else None
     factorises = topo.name in FACTORISED_DENOMINATORS
+    if factorises and use_device_code(log_probs):
+        # S1-T1 is CTC (eq. 6): on a device its numerator is torch's ctc_loss, the one kernel
+        # per batch that a GPU has for it, and the denominator is the closed form.
+        columns = loss_graphs.columns(topo, num_phones, blank)[np.maximum(phones, 1)]
+        ctc = (torch.as_tensor(columns).to(log_probs.device),
+               torch.as_tensor(labels).to(log_probs.device))
+        return _GraphLoss.apply(log_probs, frames, ctc, den, factorises, blank)
+    numerator = loss_graphs.numerator(topo.name, phones, labels, num_phones, blank)
     return _GraphLoss.apply(log_probs, frames, numerator, den, factorises)
 
 
@@ -159,10 +166,10 @@ class _GraphLoss(torch.autograd.Function):
     """(B, T, V) log-probs -> (B,) ``-(log num - log den)``; occupancies from the forward."""
 
     @staticmethod
-    def forward(ctx, log_probs, frames, numerator, denominator, factorises):
+    def forward(ctx, log_probs, frames, numerator, denominator, factorises, blank=0):
         if use_device_code(log_probs):
             cost, ctx.grad = _device_scores(log_probs.detach(), frames, numerator, denominator,
-                                            factorises, ctx.needs_input_grad[0])
+                                            factorises, ctx.needs_input_grad[0], blank)
             return cost
         x = log_probs.detach().cpu().contiguous().numpy()
         need_grad = ctx.needs_input_grad[0]
@@ -191,12 +198,12 @@ class _GraphLoss(torch.autograd.Function):
     @once_differentiable  # second derivatives are not implemented: fail loudly
     def backward(ctx, g_cost):
         if isinstance(ctx.grad, Tensor):  # the device path's
-            return ctx.grad * g_cost.detach()[:, None, None], None, None, None, None
+            return ctx.grad * g_cost.detach()[:, None, None], None, None, None, None, None
         # In numpy: a torch op this size would wake torch's intra-op threads, which took
         # 6-15 ms on a loaded machine (measured) for a 0.05 ms product.
         g = g_cost.detach().cpu().numpy().astype(ctx.grad.dtype, copy=False)
         grad = torch.from_numpy(ctx.grad * g[:, None, None])
-        return grad.to(g_cost.device), None, None, None, None
+        return grad.to(g_cost.device), None, None, None, None, None
 
 
 def _raise_unreadable(b: int) -> None:
@@ -223,17 +230,41 @@ def _expanded_denominator(den: loss_graphs.GraphBatch, batch: int,
     return hit[1]
 
 
-def _device_scores(x: Tensor, frames: np.ndarray, numerator: loss_graphs.GraphBatch,
+def _ctc_numerator(x: Tensor, lengths: Tensor, targets: Tensor, target_lengths: Tensor,
+                   blank: int, need_grad: bool) -> tuple[Tensor, Tensor | None]:
+    """S1-T1's numerator by ``ctc_loss``: log TotalScore (B,) float64 and its occupancies.
+    torch's CTC gradient w.r.t. the scores is ``exp(scores) - occupancy`` (it assumes a
+    log-softmax before it), so the occupancy is read back from it, for any scores."""
+    lp = x.detach().requires_grad_(need_grad)
+    with torch.enable_grad():  # a Function's forward runs without it
+        nll = torch.nn.functional.ctc_loss(lp.transpose(0, 1), targets, lengths, target_lengths,
+                                           blank=blank, reduction="none", zero_infinity=False)
+        if not need_grad:
+            return -nll.detach().double(), None
+        feasible = torch.isfinite(nll)
+        (g,) = torch.autograd.grad(torch.where(feasible, nll, 0.0).sum(), lp)
+    valid = torch.arange(x.shape[1], device=x.device)[None, :] < lengths[:, None]
+    occ = torch.where(valid[..., None] & feasible[:, None, None],
+                      lp.detach().double().exp() - g.double(), 0.0)
+    return -nll.detach().double(), occ
+
+
+def _device_scores(x: Tensor, frames: np.ndarray,
+                   numerator: loss_graphs.GraphBatch | tuple[Tensor, Tensor],
                    denominator: loss_graphs.GraphBatch | None, factorises: bool,
-                   need_grad: bool) -> tuple[Tensor, Tensor | None]:
+                   need_grad: bool, blank: int = 0) -> tuple[Tensor, Tensor | None]:
     """:class:`_GraphLoss`'s forward where the log-probs are (a GPU): the costs (B,) in x's
     dtype and the gradient (B, T, V) (None unless asked), by :mod:`._graph_torch`, the whole
-    batch at once."""
+    batch at once; a numerator given as (targets, lengths) in columns is S1-T1's, by
+    :func:`_ctc_numerator`."""
     batch, max_frames, _ = x.shape
     device = x.device
     lengths = torch.as_tensor(frames, dtype=torch.int64).to(device)
-    num_graphs = _graph_torch.expand(numerator, np.arange(batch), device)
-    log_num, occ_num = _graph_torch.total_scores(x, lengths, num_graphs, need_grad)
+    if isinstance(numerator, tuple):
+        log_num, occ_num = _ctc_numerator(x, lengths, *numerator, blank, need_grad)
+    else:
+        num_graphs = _graph_torch.expand(numerator, np.arange(batch), device)
+        log_num, occ_num = _graph_torch.total_scores(x, lengths, num_graphs, need_grad)
     unreadable = torch.isnan(log_num) | torch.isposinf(log_num)
     feasible = torch.isfinite(log_num)
     log_den = torch.zeros_like(log_num)

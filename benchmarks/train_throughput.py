@@ -1,0 +1,354 @@
+"""Training throughput per paper, and the losses' time on a GPU against their peers.
+
+Run:  python benchmarks/train_throughput.py [--device cpu|cuda] [--precision fp32|bf16|fp16]
+                                            [--steps N] [--papers ...] [--no-losses] [--json F]
+
+Table 1: for each paper, the model of its ``small`` recipe trained by the shared trainer on
+synthetic utterances of the recipe's batch shape (random features and labels: the step costs
+what a real one does, the data does not matter), through the paper's own task (batching, loss,
+augmentation off). Utterances and audio seconds per second of training, after one warm-up
+update (numba compiles, CUDA initialises), over ``--steps`` updates:
+
+  multisoftmax   the multi-softmax RNN-T (fast preset), 4 languages, RNN-T + CTC + LID losses
+  topologies     the S1-T1 and S3-T2* CTC-like models with the graph loss
+  local-attention  wav2vec 2.0 pre-training (contrastive + diversity) on waveform crops
+  salad          the Big SALAD role of the small recipe, 32 x 120-frame stateful batches
+
+Table 2 (skip with --no-losses): the losses alone, forward + backward, median ms. On a GPU:
+``rnnt_loss`` against torchaudio's CUDA ``rnnt_loss`` at ``benchmarks/rnnt_loss.py``'s shapes
+(target: at most 1.5x), the S1-T1 graph loss against ``ctc_loss`` at
+``benchmarks/graph_loss.py``'s shapes (target: at most 2x). On the CPU it compares the device
+code path (PyTorch ops) with the numba kernels the CPU uses, to show why the CPU keeps them.
+
+The GPU targets (issue: GPU training) are judged by ``scripts/gpu-check.sh``'s run; the CPU
+figures are this machine's, for the ratio against a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+RNNT_SHAPES = [(8, 150, 30, 64), (8, 150, 30, 500), (16, 300, 50, 128), (4, 500, 80, 1000)]
+GRAPH_SHAPES = [(8, 300, 50, 40), (16, 600, 80, 100)]
+SEED = 0
+
+
+# ------------------------------------------------------------------------------------------
+# Counting what a task trains on
+
+
+class Counting:
+    """A task that counts the utterances and audio seconds of the batches it is given."""
+
+    def __init__(self, task: Any, count: Callable[[Any], tuple[int, float]]) -> None:
+        self._task, self._count = task, count
+        self.utterances, self.seconds = 0, 0.0
+
+    def batches(self):
+        return self._task.batches()
+
+    def loss(self, model, batch):
+        n, s = self._count(batch)
+        self.utterances += n
+        self.seconds += s
+        return self._task.loss(model, batch)
+
+    def validate(self, model):
+        return self._task.validate(model)
+
+    def __getattr__(self, name: str) -> Any:  # set_step, state_dict: the task's own
+        return getattr(self._task, name)
+
+
+def _frames(seconds: float, rng: np.random.Generator, n: int) -> list[int]:
+    """n utterance lengths in 10 ms frames, 2 to ``seconds`` s."""
+    return [int(x) for x in rng.integers(200, int(seconds * 100), n)]
+
+
+# ------------------------------------------------------------------------------------------
+# The papers
+
+
+def multisoftmax() -> tuple[Any, Any, Callable]:
+    from speechlab.asr.data import Utterance
+    from speechlab.asr.rnnt.model import build
+    from speechlab.asr.rnnt.task import RNNTTask
+    from speechlab.experiment.recipes import load_recipe
+    from speechlab.papers.multisoftmax.recipe import MultiSoftmaxConfig
+
+    cfg = load_recipe(MultiSoftmaxConfig, "multisoftmax", "small")
+    rng = np.random.default_rng(SEED)
+    vocab = 40
+    dims = cfg.dims()
+    utts = [Utterance(f"{lang}{i}", lang, torch.randn(t, dims.feature_dim), "x",
+                      tuple(int(v) for v in rng.integers(1, vocab, max(1, t // 12))))
+            for lang in cfg.languages for i, t in enumerate(_frames(6.0, rng, 64))]
+    torch.manual_seed(SEED)
+    model = build("multisoftmax_lid", {lang: vocab for lang in cfg.languages}, dims)
+    task = RNNTTask(model, utts, utts[:8], cfg.task, seed=SEED)
+
+    def count(group):
+        batches = getattr(group, "batches", [group])
+        return (sum(len(b.ids) for b in batches),
+                sum(float(b.x_lens.sum()) for b in batches) / 100)
+
+    return model, task, count
+
+
+def topologies(topology: str = "S1-T1") -> Callable[[], tuple[Any, Any, Callable]]:
+    def make() -> tuple[Any, Any, Callable]:
+        from speechlab.asr.ctc.model import build
+        from speechlab.asr.ctc.task import CtcTask
+        from speechlab.asr.data import Utterance
+        from speechlab.experiment.recipes import load_recipe
+        from speechlab.papers.topologies.recipe import TopologiesConfig, model_config
+
+        cfg = load_recipe(TopologiesConfig, "topologies", "small")
+        rng = np.random.default_rng(SEED)
+        phones = 40
+        mcfg = model_config(cfg, topology, phones, "en")
+        utts = [Utterance(f"u{i}", "en", torch.randn(t, mcfg.feature_dim), "x",
+                          tuple(int(v) for v in rng.integers(1, phones + 1, max(1, t // 16))))
+                for i, t in enumerate(_frames(6.0, rng, 128))]
+        torch.manual_seed(SEED)
+        model = build(mcfg)
+        task = CtcTask(topology, utts, utts[:8], cfg.task, seed=SEED)
+        return model, task, lambda b: (len(b.ids), float(b.x_lens.sum()) / 100)
+
+    return make
+
+
+def local_attention() -> tuple[Any, Any, Callable]:
+    from speechlab.experiment.recipes import load_recipe
+    from speechlab.papers.local_attention.recipe import LocalAttentionConfig, model_config
+    from speechlab.ssl.wav2vec2.model import build_from_config
+    from speechlab.ssl.wav2vec2.pretrain import PretrainTask
+
+    cfg = load_recipe(LocalAttentionConfig, "local-attention", "small")
+    rng = np.random.default_rng(SEED)
+    wavs = [torch.from_numpy(rng.standard_normal(t * 160).astype(np.float32) * 0.1)
+            for t in _frames(8.0, rng, 64)]
+    torch.manual_seed(SEED)
+    model = build_from_config(model_config(cfg))
+    task = PretrainTask(wavs, wavs[:4], cfg.pretrain_task, seed=SEED)
+    samples = task.samples
+    return model, task, lambda b: (len(b), sum(min(len(w), samples) for w in b) / 16000)
+
+
+def salad() -> tuple[Any, Any, Callable]:
+    from speechlab.experiment.recipes import load_recipe
+    from speechlab.papers.salad.recipe import SaladConfig, model_config
+    from speechlab.tts.acoustic import OutputNormalizer
+    from speechlab.tts.features import TtsUtteranceData
+    from speechlab.tts.model import build_from_config
+    from speechlab.tts.task import TtsTask
+
+    cfg = load_recipe(SaladConfig, "salad", "small")
+    role = next(r for r in cfg.roles() if r.name == "big_salad")
+    rng = np.random.default_rng(SEED)
+    questions, outputs = 420, 43
+    utts = []
+    for i, t in enumerate(_frames(5.0, rng, 48)):
+        t *= 2  # 5 ms frames
+        n = max(1, t // 20)
+        utts.append(TtsUtteranceData(
+            f"u{i}", rng.standard_normal((n, questions)).astype(np.float32),
+            np.minimum(np.arange(t) // 20, n - 1), rng.random((t, 2)).astype(np.float32),
+            rng.random((t, outputs)).astype(np.float32), ["a"] * n))
+    norm = OutputNormalizer(np.zeros(outputs), np.ones(outputs))
+    torch.manual_seed(SEED)
+    model = build_from_config(model_config(cfg, role, questions + 2))
+    task = TtsTask(utts, utts[:4], norm, cfg.task, seed=SEED)
+    return model, task, lambda b: (int(b.x.shape[0]), float(b.lens.sum()) * 0.005)
+
+
+PAPERS: dict[str, Callable[[], tuple[Any, Any, Callable]]] = {
+    "multisoftmax": multisoftmax,
+    "topologies": topologies("S1-T1"),
+    "topologies-S3-T2*": topologies("S3-T2★"),
+    "local-attention": local_attention,
+    "salad": salad,
+}
+
+
+def throughput(name: str, steps: int, device: str, precision: str) -> dict[str, Any]:
+    """Utterances and audio seconds per second over ``steps`` updates after one warm-up."""
+    from speechlab.train.config import TrainConfig
+    from speechlab.train.trainer import Trainer
+
+    model, task, count = PAPERS[name]()
+    counting = Counting(task, count)
+    with tempfile.TemporaryDirectory() as out:
+        cfg = TrainConfig(max_steps=1, log_every=1, progress=False, precision=precision,
+                          seed=SEED)
+        Trainer(model, counting, cfg, out, device=device).fit()  # warm-up, then resume
+        counting.utterances, counting.seconds = 0, 0.0
+        cfg = TrainConfig(max_steps=1 + steps, log_every=steps, progress=False,
+                          precision=precision, seed=SEED)
+        trainer = Trainer(model, counting, cfg, out, device=device)
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        trainer.fit()
+        if trainer.device.type == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+    return {"paper": name, "device": str(trainer.device), "precision": precision,
+            "steps": steps, "seconds": round(seconds, 3),
+            "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
+            "utt_per_s": round(counting.utterances / seconds, 2),
+            "audio_s_per_s": round(counting.seconds / seconds, 2),
+            "s_per_step": round(seconds / steps, 4)}
+
+
+# ------------------------------------------------------------------------------------------
+# The losses alone
+
+
+def _median_ms(step: Callable[[], None], device: torch.device, repeats: int) -> float:
+    step()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
+    from speechlab.asr.rnnt.loss import rnnt_loss
+    from speechlab.devices import device_code
+
+    batch, frames, labels, vocab = shape
+    gen = torch.Generator().manual_seed(SEED)
+    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen).to(device)
+    logits.requires_grad_()
+    targets = torch.randint(1, vocab, (batch, labels), generator=gen).to(device)
+    t_lens = torch.full((batch,), frames, device=device)
+    u_lens = torch.full((batch,), labels, device=device)
+
+    def ours():
+        logits.grad = None
+        rnnt_loss(logits, targets, t_lens, u_lens).backward()
+
+    steps = {"ours": ours}
+    if device.type == "cpu":
+        def device_path():
+            with device_code():
+                ours()
+        steps["device path"] = device_path
+    else:
+        try:
+            import torchaudio.functional as taf
+        except ImportError:
+            return steps
+        targets32, t32, u32 = targets.int(), t_lens.int(), u_lens.int()
+
+        def torchaudio():
+            logits.grad = None
+            taf.rnnt_loss(logits, targets32, t32, u32, blank=0, reduction="mean").backward()
+        steps["torchaudio"] = torchaudio
+    return steps
+
+
+def graph_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
+    from speechlab.asr.ctc.loss import graph_loss
+    from speechlab.devices import device_code
+
+    batch, frames, vocab, labels = shape
+    gen = torch.Generator().manual_seed(SEED)
+    log_probs = torch.randn(batch, frames, vocab, generator=gen).log_softmax(-1).to(device)
+    log_probs.requires_grad_()
+    targets = torch.randint(1, vocab, (batch, labels), generator=gen).to(device)
+    t_lens = torch.full((batch,), frames, device=device)
+    u_lens = torch.full((batch,), labels, device=device)
+
+    def ours():
+        log_probs.grad = None
+        graph_loss(log_probs, t_lens, targets, u_lens, topology="S1-T1").sum().backward()
+
+    def ctc():
+        log_probs.grad = None
+        torch.nn.functional.ctc_loss(log_probs.transpose(0, 1), targets, t_lens, u_lens,
+                                     reduction="sum").backward()
+
+    steps = {"ours": ours, "ctc_loss": ctc}
+    if device.type == "cpu":
+        def device_path():
+            with device_code():
+                ours()
+        steps["device path"] = device_path
+    return steps
+
+
+def loss_table(device: torch.device, repeats: int) -> list[dict[str, Any]]:
+    rows = []
+    for kind, shapes, make, peer, target in (
+            ("rnnt_loss", RNNT_SHAPES, rnnt_steps, "torchaudio", 1.5),
+            ("graph_loss S1-T1", GRAPH_SHAPES, graph_steps, "ctc_loss", 2.0)):
+        for shape in shapes:
+            times = {name: round(_median_ms(step, device, repeats), 2)
+                     for name, step in make(shape, device).items()}
+            row: dict[str, Any] = {"loss": kind, "shape": list(shape), "device": str(device),
+                                   "ms": times}
+            if peer in times:
+                row["ratio"] = round(times["ours"] / times[peer], 2)
+                row["target"] = target
+                row["met"] = row["ratio"] <= target
+            if "device path" in times:
+                row["device_path_vs_numba"] = round(times["device path"] / times["ours"], 2)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed calls per loss")
+    parser.add_argument("--papers", nargs="*", default=list(PAPERS), choices=list(PAPERS))
+    parser.add_argument("--no-losses", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = parser.parse_args()
+
+    from speechlab.devices import resolve
+
+    device = resolve(args.device)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    results: dict[str, Any] = {"device": str(device), "torch": torch.__version__,
+                               "gpu": torch.cuda.get_device_name(device)
+                               if device.type == "cuda" else None,
+                               "cpu_threads": torch.get_num_threads(), "throughput": [],
+                               "losses": []}
+    print(f"device {device} ({results['gpu'] or 'CPU'}), precision {args.precision}, "
+          f"{args.steps} updates per paper after one warm-up", flush=True)
+    for name in args.papers:
+        row = throughput(name, args.steps, str(device), args.precision)
+        results["throughput"].append(row)
+        print(json.dumps(row), flush=True)
+    if not args.no_losses:
+        results["losses"] = loss_table(device, args.repeats)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
