@@ -441,9 +441,12 @@ class Trainer:
     # -- pieces of the loop --------------------------------------------------------------------
 
     def _on_device(self, batch: Any) -> Any:
-        """The batch where the model is (as it is on the CPU)."""
+        """The batch where the model is (as it is on the CPU). To a GPU from page-locked
+        memory, so that the copy runs beside the work already queued there."""
         if self.device.type == "cpu":
             return batch
+        if self.device.type == "cuda":
+            batch = devices.pin(batch)
         return devices.move(batch, self.device, non_blocking=True)
 
     def _overflowed(self) -> bool:

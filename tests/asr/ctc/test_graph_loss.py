@@ -397,7 +397,7 @@ def _good():
     (lambda a: a.update(log_probs=a["log_probs"][..., :6]), ConfigError, r"V = 6 .*1 \+ P \* 2"),
     (lambda a: a.update(blank=7), ConfigError, "blank = 7"),
     (lambda a: a.update(log_probs=a["log_probs"][0]), DataError, r"\(B, T, V\)"),
-    (lambda a: a.update(log_probs=a["log_probs"].half()), DataError, "float32 or float64"),
+    (lambda a: a.update(log_probs=a["log_probs"].long()), DataError, "must be a float tensor"),
     (lambda a: a.update(log_prob_lengths=torch.tensor([6, 7])), DataError,
      r"utterance 1: log_prob_lengths\[1\] = 7 is outside 0..6"),
     (lambda a: a.update(log_prob_lengths=torch.tensor([6, -1])), DataError, "utterance 1"),

@@ -35,6 +35,14 @@ from speechlab.nn.mask import checked_lengths
 # The graph loss of the CTC-topologies paper
 
 
+#: Half-precision log-probs (a forward under autocast) are upcast: the loss is float32.
+HALF = (torch.float16, torch.bfloat16)
+
+
+def _full(x: Tensor) -> Tensor:
+    return x.float() if x.dtype in HALF else x
+
+
 #: Topologies whose T accepts every token sequence by exactly one path (S1-T1, i.e. CTC; the
 #: tests check it by brute force).  Eq. (5) then factorises over frames: log TotalScore(E o T)
 #: = sum_t logsumexp_v log_probs[t, v], with occupancy softmax(log_probs[t]) -- a few
@@ -110,6 +118,7 @@ def graph_loss(
     frames, labels, phones, num_phones = _check_graph_inputs(
         log_probs, log_prob_lengths, targets, target_lengths, topo, blank
     )
+    log_probs = _full(log_probs)
     den = loss_graphs.denominator(topo.name, num_phones, blank) if denominator else None
     factorises = topo.name in FACTORISED_DENOMINATORS
     if factorises and use_device_code(log_probs):
@@ -151,6 +160,7 @@ def graph_loss_from_arcs(
     frames, _, _, num_phones = _check_graph_inputs(
         log_probs, log_prob_lengths, none, torch.zeros(max(batch, 0), dtype=torch.int64), topo,
         blank)
+    log_probs = _full(log_probs)
     if len(numerators) != batch:
         raise DataError(f"graph loss: {len(numerators)} numerator graphs for a batch of {batch}")
     try:
@@ -401,10 +411,10 @@ def _check_graph_inputs(
     if not isinstance(log_probs, Tensor) or log_probs.dim() != 3:
         shape = tuple(log_probs.shape) if isinstance(log_probs, Tensor) else type(log_probs)
         raise DataError(f"graph loss: log_probs must be a (B, T, V) tensor, got {shape}")
-    if log_probs.dtype not in (torch.float32, torch.float64):
+    if log_probs.dtype not in (torch.float32, torch.float64, *HALF):
         raise DataError(
-            f"graph loss: log_probs must be float32 or float64, got {log_probs.dtype}; cast "
-            "it (under autocast, compute the loss outside the autocast region)"
+            f"graph loss: log_probs must be a float tensor (float32 or float64; half precision "
+            f"is upcast to float32), got {log_probs.dtype}"
         )
     batch, max_frames, vocab = log_probs.shape
     x = topo.states

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The GPU check: on a machine with one CUDA GPU, in about 10 minutes, run the device tests and
+# the training-throughput benchmark, and write one results file, OUT/gpu-check.json (with the
+# logs beside it). docs/gpu.md says how to run it and holds its last results.
+#
+#   scripts/gpu-check.sh [OUT]          (default OUT: gpu-check/)
+#
+# Where the machine has no package index, carry the wheels scripts/gpu-wheels.sh downloads
+# (.whl/): they are installed into /tmp/site first. Exit status: 0 when the tests passed and
+# the benchmark ran (the targets' verdicts are in the results file), else 1.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-gpu-check}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ] && ! "$PY" -c "import lhotse, kaldifst" 2>/dev/null; then
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name())"
+} > "$OUT/environment.txt" 2>&1
+cat "$OUT/environment.txt"
+
+echo "== device tests"
+timeout 300 "$PY" -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/train/test_devices.py \
+  tests/train/test_synthetic_training.py --junitxml="$OUT/tests.xml" > "$OUT/tests.log" 2>&1
+tests_rc=$?
+tail -3 "$OUT/tests.log"
+
+echo "== training throughput (fp32 with the losses, then bf16)"
+timeout 300 "$PY" benchmarks/train_throughput.py --device cuda --steps 20 \
+  --json "$OUT/throughput-fp32.json" > "$OUT/throughput.log" 2>&1
+bench_rc=$?
+timeout 150 "$PY" benchmarks/train_throughput.py --device cuda --precision bf16 --steps 20 \
+  --no-losses --json "$OUT/throughput-bf16.json" >> "$OUT/throughput.log" 2>&1
+tail -20 "$OUT/throughput.log"
+
+"$PY" - "$OUT" "$tests_rc" "$bench_rc" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+
+out, tests_rc, bench_rc = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+result = {"environment": (out / "environment.txt").read_text().strip().splitlines(),
+          "tests": {"exit_status": tests_rc}, "benchmark_exit_status": bench_rc}
+try:
+    suite = ET.parse(out / "tests.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    result["tests"].update({k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors",
+                                                              "skipped")})
+except (OSError, ET.ParseError) as e:
+    result["tests"]["unreadable"] = str(e)
+cpu = json.loads(Path("benchmarks/train_throughput-cpu.json").read_text())
+cpu_rate = {r["paper"]: r["audio_s_per_s"] for r in cpu["throughput"]}
+for precision in ("fp32", "bf16"):
+    path = out / f"throughput-{precision}.json"
+    if not path.is_file():
+        continue
+    run = json.loads(path.read_text())
+    for row in run["throughput"]:
+        base = cpu_rate.get(row["paper"])
+        if base:
+            row["x_cpu"] = round(row["audio_s_per_s"] / base, 1)
+            row["target_x_cpu"] = 20
+            row["met"] = row["x_cpu"] >= 20
+    result[f"throughput_{precision}"] = run["throughput"]
+    if run.get("losses"):
+        result["losses"] = run["losses"]
+result["cpu_baseline"] = {"source": "benchmarks/train_throughput-cpu.json",
+                          "audio_s_per_s": cpu_rate}
+(out / "gpu-check.json").write_text(json.dumps(result, indent=1) + "\n")
+print(f"results: {out / 'gpu-check.json'}")
+EOF
+[ "$tests_rc" -eq 0 ] && [ "$bench_rc" -eq 0 ]

@@ -1,0 +1,102 @@
+"""On a CUDA GPU (skipped elsewhere; scripts/gpu-check.sh runs them): the losses on the device
+equal the numba kernels on the CPU, and every paper's training task trains there in fp32,
+bf16 and fp16 and resumes on the CPU and back."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from speechlab.asr.ctc import topology
+from speechlab.asr.ctc.loss import graph_loss
+from speechlab.asr.rnnt.loss import rnnt_loss, rnnt_loss_fused, rnnt_loss_pruned
+from speechlab.testing.synthetic_training import PAPERS
+from speechlab.train.config import TrainConfig
+from speechlab.train.log import read_log
+from speechlab.train.trainer import Trainer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+CUDA = torch.device("cuda")
+
+
+def _close(on_gpu, on_cpu, dtype):
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-8, atol=1e-9)
+    for a, b in zip(on_gpu, on_cpu):
+        assert a.device.type == "cuda"
+        torch.testing.assert_close(a.cpu(), b, **tol)
+
+
+class Joiner(torch.nn.Module):
+    def __init__(self, dim: int, vocab: int):
+        super().__init__()
+        self.out = torch.nn.Linear(dim, vocab)
+
+    def forward(self, enc, pred):
+        return self.out(torch.tanh(enc + pred))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rnnt_losses_on_cuda_equal_the_numba_kernels(dtype):
+    gen = torch.Generator().manual_seed(0)
+    batch, frames, labels, vocab, dim = 4, 40, 12, 30, 16
+    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, dtype=dtype)
+    targets = torch.randint(1, vocab, (batch, labels), generator=gen)
+    t_lens, u_lens = torch.tensor([40, 31, 9, 20]), torch.tensor([12, 5, 12, 0])
+    enc = torch.randn(batch, frames, dim, generator=gen, dtype=dtype)
+    pred = torch.randn(batch, labels + 1, dim, generator=gen, dtype=dtype)
+    am = torch.randn(batch, frames, vocab, generator=gen, dtype=dtype)
+    lm = torch.randn(batch, labels + 1, vocab, generator=gen, dtype=dtype)
+    torch.manual_seed(0)
+    joiner = Joiner(dim, vocab).to(dtype)
+
+    def run(device):
+        j = Joiner(dim, vocab).to(device, dtype)
+        j.load_state_dict(joiner.state_dict())
+        x, e, p, a, m = (t.to(device).requires_grad_() for t in (logits, enc, pred, am, lm))
+        y, tl, ul = targets.to(device), t_lens.to(device), u_lens.to(device)
+        full = rnnt_loss(x, y, tl, ul, reduction="sum")
+        fused = rnnt_loss_fused(e, p, j, y, tl, ul, reduction="sum")
+        pruned = rnnt_loss_pruned(e, p, j, y, tl, ul, am=a, lm=m, s_range=4, reduction="sum")
+        total = full + fused + pruned.simple + pruned.pruned
+        grads = torch.autograd.grad(total, [x, e, p, a, m])
+        return [full.detach(), fused.detach(), pruned.simple.detach(), pruned.pruned.detach(),
+                *grads]
+
+    _close(run(CUDA), run(torch.device("cpu")), dtype)
+
+
+@pytest.mark.parametrize("name", list(topology.TOPOLOGIES))
+def test_graph_loss_on_cuda_equals_the_numba_kernels(name):
+    gen = torch.Generator().manual_seed(1)
+    phones, batch, frames = 12, 5, 60
+    vocab = topology.num_tokens(name, phones)
+    log_probs = torch.randn(batch, frames, vocab, generator=gen).log_softmax(-1)
+    targets = torch.randint(1, phones + 1, (batch, 10), generator=gen)
+    t_lens, u_lens = torch.tensor([60, 44, 30, 3, 0]), torch.tensor([10, 7, 9, 8, 0])
+
+    def run(device):
+        lp = log_probs.to(device).requires_grad_()
+        cost = graph_loss(lp, t_lens.to(device), targets.to(device), u_lens.to(device),
+                          topology=name)
+        ok = torch.isfinite(cost)
+        (grad,) = torch.autograd.grad(cost[ok].sum(), lp)
+        return [cost.detach(), grad]
+
+    _close(run(CUDA), run(torch.device("cpu")), torch.float32)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+@pytest.mark.parametrize("paper", list(PAPERS))
+def test_each_paper_trains_on_cuda_and_resumes_on_the_cpu_and_back(tmp_path, paper, precision):
+    model, task, _ = PAPERS[paper]("ci", utterances=8)
+    for steps, device in ((2, "cuda"), (3, "cpu"), (4, "cuda")):
+        cfg = TrainConfig(max_steps=steps, log_every=1, checkpoint_every=1, progress=False,
+                          precision=precision if device == "cuda" else "fp32")
+        trainer = Trainer(model, task, cfg, tmp_path, device=device)
+        assert next(model.parameters()).device.type == device
+        trainer.fit()
+    losses = [r["loss"] for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses), losses
