@@ -44,7 +44,8 @@ GRAPH_SHAPES = [(8, 300, 50, 40), (16, 600, 80, 100)]
 SEED = 0
 
 
-def throughput(name: str, steps: int, device: str, precision: str) -> dict[str, Any]:
+def throughput(name: str, steps: int, device: str, precision: str,
+               workers: int = 0) -> dict[str, Any]:
     """Utterances and audio seconds per second over ``steps`` updates after one warm-up."""
     from speechlab.train.config import TrainConfig
     from speechlab.train.trainer import Trainer
@@ -53,11 +54,11 @@ def throughput(name: str, steps: int, device: str, precision: str) -> dict[str, 
     counting = Counting(task, count)
     with tempfile.TemporaryDirectory() as out:
         cfg = TrainConfig(max_steps=1, log_every=1, progress=False, precision=precision,
-                          seed=SEED)
+                          seed=SEED, loader_workers=workers)
         Trainer(model, counting, cfg, out, device=device).fit()  # warm-up, then resume
         counting.utterances, counting.seconds = 0, 0.0
         cfg = TrainConfig(max_steps=1 + steps, log_every=steps, progress=False,
-                          precision=precision, seed=SEED)
+                          precision=precision, seed=SEED, loader_workers=workers)
         trainer = Trainer(model, counting, cfg, out, device=device)
         if trainer.device.type == "cuda":
             torch.cuda.synchronize()
@@ -67,6 +68,7 @@ def throughput(name: str, steps: int, device: str, precision: str) -> dict[str, 
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
     return {"paper": name, "device": str(trainer.device), "precision": precision,
+            "loader_workers": workers,
             "steps": steps, "seconds": round(seconds, 3),
             "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
             "utt_per_s": round(counting.utterances / seconds, 2),
@@ -184,6 +186,8 @@ def main() -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"])
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--loader-workers", type=int, default=0,
+                        help="processes that make the batches ahead (train.loader_workers)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per loss")
     parser.add_argument("--papers", nargs="*", default=list(PAPERS), choices=list(PAPERS))
     parser.add_argument("--no-losses", action="store_true")
@@ -202,7 +206,7 @@ def main() -> int:
     print(f"device {device} ({results['gpu'] or 'CPU'}), precision {args.precision}, "
           f"{args.steps} updates per paper after one warm-up", flush=True)
     for name in args.papers:
-        row = throughput(name, args.steps, str(device), args.precision)
+        row = throughput(name, args.steps, str(device), args.precision, args.loader_workers)
         results["throughput"].append(row)
         print(json.dumps(row), flush=True)
     if not args.no_losses:

@@ -142,7 +142,7 @@ def pin(obj: Any) -> Any:
     """``obj`` with its CPU tensors in page-locked memory, so that a copy to the GPU can
     overlap the computation (:func:`move` with ``non_blocking``)."""
     if isinstance(obj, torch.Tensor):
-        return obj.pin_memory() if obj.device.type == "cpu" else obj
+        return obj.pin_memory() if obj.device.type == "cpu" and not obj.is_pinned() else obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **{f.name: pin(getattr(obj, f.name))
                                            for f in dataclasses.fields(obj) if f.init})

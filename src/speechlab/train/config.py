@@ -99,6 +99,10 @@ class TrainConfig:
     # float32; the losses are computed in float32 either way. bf16 on CPUs and recent GPUs;
     # fp16 on older GPUs.
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    # Worker processes that make the batches (collate, on-the-fly augmentation) ahead of the
+    # trainer, for a GPU that would otherwise wait for them; 0 makes them in the trainer's
+    # process. Resume stays exact either way (speechlab.train.loader).
+    loader_workers: int = ranged(0, ge=0, le=64)
     # DDP must look for parameters that took no part in the loss (language-specific heads of the
     # multi-softmax RNN-T); it costs a graph traversal per step, so it is off by default.
     find_unused_parameters: bool = False

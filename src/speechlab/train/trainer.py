@@ -59,6 +59,7 @@ from speechlab.train.checkpoint import (
     set_rng_state,
 )
 from speechlab.train.config import OptimConfig, TrainConfig
+from speechlab.train.loader import WorkerBatches, with_workers
 from speechlab.train.log import MetricsLog, ProgressBar, TensorBoardLog, progress_wanted
 from speechlab.train.sampler import ResumableBatches
 from speechlab.train.schedule import build_scheduler
@@ -324,7 +325,10 @@ class Trainer:
         if main:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.out_dir)
-        batches = self.task.batches()
+        # Rank-offset so that ranks' batches draw different augmentations.
+        batches = with_workers(self.task.batches(), cfg.loader_workers,
+                               cfg.seed * 1024 + self.dist.rank,
+                               pin_memory=self.device.type == "cuda")
         resumed_from = self._resume(batches)
         if main:
             # Lines written after the checkpoint we resume from will be written again.
@@ -426,6 +430,8 @@ class Trainer:
                 bar.close()
                 tensorboard.close()
                 self.log.close()
+                if isinstance(batches, WorkerBatches):
+                    batches.close()
         best = self.out_dir / BEST_NAME
         if main and cfg.valid_every and not self.state.best_step:
             logger.warning("no validation gave a finite %s, so no %s was written; the last "
