@@ -434,7 +434,7 @@ def test_plus_infinity_log_probs_raise_instead_of_nan():
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
 @pytest.mark.parametrize("name", NAMES)
-def test_device_path_equals_the_numba_path(loss_path, name, dtype):
+def test_device_path_equals_the_numba_path(loss_path, name, dtype):  # noqa: F811 (the fixture)
     """Values and gradients of the PyTorch code a GPU runs equal the numba kernels', for every
     topology, with and without the denominator, on ragged lengths with NaN padding and an
     infeasible utterance (too few frames for its phones)."""

@@ -600,7 +600,7 @@ def test_blank_id_outside_vocabulary_is_a_config_error():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, F64])
-def test_device_path_equals_the_numba_path(loss_path, dtype):
+def test_device_path_equals_the_numba_path(loss_path, dtype):  # noqa: F811 (the fixture)
     """Values and gradients of the full, fused and pruned losses agree between the two
     implementations, on a batch with every kind of padding (NaN included)."""
     if loss_path == "device":
