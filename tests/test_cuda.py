@@ -100,3 +100,30 @@ def test_each_paper_trains_on_cuda_and_resumes_on_the_cpu_and_back(tmp_path, pap
         trainer.fit()
     losses = [r["loss"] for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses), losses
+
+
+@pytest.mark.parametrize("name", ["ctc", "salad", "wav2vec2", "rnnt"])
+def test_every_kind_of_model_runs_its_networks_on_cuda(tmp_path, name):
+    """speechlab.load(..., device="cuda"): the networks' outputs equal the CPU's within float
+    tolerance (the searches then run on the CPU as ever), and a transcript or speech comes
+    out."""
+    import numpy as np
+
+    from speechlab.testing.audio import tone_samples
+    from speechlab.testing.device_models import models, outputs
+
+    load = models(tmp_path)[name]
+    cpu, gpu = load(), load().to("cuda")
+    audio = np.concatenate([tone_samples(1.0, 300.0), tone_samples(1.0, 900.0)])
+    if name in ("ctc", "wav2vec2"):
+        np.testing.assert_allclose(gpu.log_probs(audio), cpu.log_probs(audio), atol=1e-3)
+    elif name == "rnnt":
+        feats = torch.randn(40, 80)
+        on_cpu = cpu.networks.encoder(feats, cpu.networks.encoder.init_state("en"))[0]
+        on_gpu = gpu.networks.encoder(feats, gpu.networks.encoder.init_state("en"))[0]
+        torch.testing.assert_close(on_gpu, on_cpu, rtol=1e-3, atol=1e-3)
+    out = outputs(gpu)
+    if name == "salad":
+        np.testing.assert_allclose(out["acoustic"], outputs(cpu)["acoustic"], atol=1e-3)
+    else:
+        assert isinstance(out["text"], str)

@@ -25,12 +25,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 
-def load(path: Any, *, backend: str | None = None) -> Any:
+def load(path: Any, *, backend: str | None = None, device: Any = None) -> Any:
     """The model at ``path``, its networks run by ``backend`` (``"torch"``, ``"onnx"``; None: a
-    package's own): see :func:`speechlab.inference.load`."""
+    package's own) on ``device`` (None: the CPU; ``"cuda"``: a GPU): see
+    :func:`speechlab.inference.load`."""
     from speechlab.inference import load as _load
 
-    return _load(path, backend=backend)
+    return _load(path, backend=backend, device=device)
 
 
 def export(model: Any, out: Any, *, overwrite: bool = False, format: str = "torch",

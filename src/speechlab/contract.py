@@ -177,6 +177,11 @@ class Model(Protocol):
         """The same model run by onnxruntime ("onnx" capability)."""
         ...
 
+    def to(self, device: Any) -> Model:
+        """This model with its networks on ``device`` (a name or ``torch.device``); searches,
+        lattices and vocoders stay on the CPU."""
+        ...
+
 
 class Stream(Protocol):
     """Live recognition: samples in as they arrive, the partial text after each piece."""
@@ -285,6 +290,24 @@ class ModelBase:
 
     def onnx(self, threads: int = 1) -> Model:
         raise ConfigError(f"{self.title} does not run on onnxruntime")
+
+    def to(self, device: Any) -> Model:
+        """This model with its networks on ``device`` (module :mod:`speechlab.devices` names);
+        the CPU is where every model starts. A family moves its networks in
+        ``_networks_to``; an ONNX model runs on onnxruntime's CPU build only."""
+        from speechlab.devices import resolve
+
+        target = resolve(device)
+        if target.type == "cpu":
+            return cast(Model, self)
+        if self.backend == "onnx":
+            raise ConfigError(f"{self.title} runs its ONNX graphs with onnxruntime's CPU build; "
+                              f"load it with backend='torch' to run it on {target}")
+        move = getattr(self, "_networks_to", None)
+        if move is None:
+            raise ConfigError(f"{self.title} runs on the CPU only")
+        move(target)
+        return cast(Model, self)
 
     def stream(self, language: str | None = None, *, method: str | None = None,
                beam: int | None = None, tau: float = math.inf,

@@ -45,6 +45,8 @@ PRECISIONS: dict[str, torch.dtype | None] = {
 
 DEVICE_HELP = ("where to compute: auto (a GPU when there is one, else the CPU), cpu, cuda or "
                "cuda:N (default: auto, or $SPEECHLAB_DEVICE)")
+INFERENCE_DEVICE_HELP = ("where the networks run: cpu (default), cuda, cuda:N or auto (a GPU "
+                         "when there is one); searches, lattices and the vocoder stay on the CPU")
 PRECISION_HELP = ("training precision: fp32, bf16 or fp16 (autocast; fp16 with a gradient "
                   "scaler); the losses are computed in fp32")
 
@@ -155,8 +157,11 @@ def pin(obj: Any) -> Any:
     return obj
 
 
-def device_of(module: nn.Module) -> torch.device:
-    """The device of a module's first parameter (or buffer); the CPU for one with neither."""
+def device_of(module: Any) -> torch.device:
+    """The device of a module's first parameter (or buffer); the CPU for one with neither, or
+    for something that is no module (an ONNX graph's runner)."""
+    if not isinstance(module, nn.Module):
+        return torch.device("cpu")
     for t in module.parameters():
         return t.device
     for t in module.buffers():
@@ -188,8 +193,10 @@ def use_device_code(x: torch.Tensor) -> bool:
 
 def add_device_options(parser: Any, precision: bool = True) -> None:
     """``--device`` (and, for commands that train, ``--precision``) on a command's parser; the
-    command line applies ``--device`` before the command runs (:func:`apply_device_option`)."""
-    parser.add_argument("--device", default=None, help=DEVICE_HELP)
+    command line applies ``--device`` before the command runs (:func:`apply_device_option`).
+    Without ``precision`` (commands that run a model) the device defaults to the CPU."""
+    parser.add_argument("--device", default=None,
+                        help=DEVICE_HELP if precision else INFERENCE_DEVICE_HELP)
     if precision:
         parser.add_argument("--precision", default=None, choices=list(PRECISIONS),
                             help=PRECISION_HELP + " (default: the recipe's, fp32)")

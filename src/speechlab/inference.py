@@ -46,6 +46,7 @@ from speechlab.contract import (
     as_synthesizer,
     recognition_options,
 )
+from speechlab.devices import add_device_options
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
@@ -63,13 +64,20 @@ LOOKED_FOR = ("a speechlab package (speechlab.json), a trained model directory (
               "checkpoint file")
 
 
-def load(path: str | Path, *, backend: str | None = None) -> Model:
+def load(path: str | Path, *, backend: str | None = None, device: Any = None) -> Model:
     """The model at ``path`` (module doc), ready to use, in eval mode, its networks run by
-    ``backend`` (None: a package's own, else ``"torch"``). What it returns keeps the contract
-    of its kind (:mod:`speechlab.contract`); :func:`~speechlab.contract.as_recognizer` and
-    :func:`~speechlab.contract.as_synthesizer` narrow it."""
+    ``backend`` (None: a package's own, else ``"torch"``) on ``device`` (None: the CPU; a
+    name :mod:`speechlab.devices` takes, e.g. ``"cuda"``: the networks there, the searches on
+    the CPU). What it returns keeps the contract of its kind (:mod:`speechlab.contract`);
+    :func:`~speechlab.contract.as_recognizer` and :func:`~speechlab.contract.as_synthesizer`
+    narrow it."""
     if backend is not None and backend not in BACKENDS:
         raise ConfigError(f"backend {backend!r}: choose one of {list(BACKENDS)}")
+    model = _load(path, backend)
+    return model if device is None else model.to(device)
+
+
+def _load(path: str | Path, backend: str | None) -> Model:
     from speechlab.shipped import resolve
 
     path = resolve(path)  # a shipped model's name, or a path
@@ -255,7 +263,8 @@ def _run_transcribe(args: Any) -> int:
     from speechlab.audio.io import validate_audio_file
     from speechlab.progress import WorkProgress
 
-    model = as_recognizer(load(args.model, backend=args.backend), args.model)
+    model = as_recognizer(load(args.model, backend=args.backend, device=args.device),
+                          args.model)
     opts = recognition_options(model, language=args.language, method=args.method,
                                beam=args.beam, tau=args.tau, s_th=args.s_th,
                                languages=args.languages, nbest=args.nbest,
@@ -390,7 +399,8 @@ def _run_synth(args: Any) -> int:
         raise ConfigError("synth: give either a LABELS file or --text, not both")
     if args.text is not None and not args.text.strip():
         raise DataError("synth: --text is empty")
-    model = as_synthesizer(load(args.model, backend=args.backend), args.model)
+    model = as_synthesizer(load(args.model, backend=args.backend, device=args.device),
+                           args.model)
     speech = model.synthesize(text=args.text, labels=args.labels,
                               window=args.window or None)
     if not np.isfinite(speech.waveform).all():
@@ -460,6 +470,7 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--method", default=None,
                    help="search: beam/greedy (RNN-T), viterbi/prefix (CTC topologies), "
                         "greedy/lm (wav2vec 2.0)")
+    add_device_options(t, precision=False)
     t.add_argument("--tau", type=float, default=None,
                    help="early stopping (RNN-T LID-free): encoder frames before decoders switch off")
     t.add_argument("--s-th", dest="s_th", type=float, default=None,
@@ -481,6 +492,7 @@ def add_commands(sub: Any) -> None:
     s.add_argument("--backend", choices=BACKENDS, default=None,
                    help="run the acoustic model in PyTorch or onnxruntime (default: the "
                         "package's own, else torch)")
+    add_device_options(s, precision=False)
     s.set_defaults(func=_run_synth, outputs={"out": "file"})
 
     e = sub.add_parser("export", help="write a trained model as a self-contained package",

@@ -17,6 +17,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
+from speechlab.devices import add_device_options
 from speechlab.config import bounded
 from speechlab.errors import ConfigError, DataError
 from speechlab.serve.runtime import ServeLimits
@@ -168,7 +169,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         torch.set_num_threads(1)
         print(f"loading {len(paths)} model(s):", flush=True)
         models = load_models(paths, say=lambda line: print(line, flush=True),
-                             backend=args.backend)
+                             backend=args.backend, device=args.device)
         loopback = is_loopback(args.host)
         hosts = allowed_hosts(args.host, args.allowed_hosts)
         token = checked_token(args.token)
@@ -243,4 +244,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "in PyTorch (default: each model as it loads)")
     s.add_argument("--workers", type=bounded(int, ge=1, le=64), default=None,
                    help=f"threads decoding streams (default {d.workers}: one per core)")
+    add_device_options(s, precision=False)
     s.set_defaults(func=_run_serve)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from speechlab.contract import Encoder, Model, as_encoder, as_recognizer, recognition_options
-from speechlab.errors import DataError
+from speechlab.errors import ConfigError, DataError
 
 #: The models of ``make demo`` the server offers when given no path, under its ``--out``
 #: directory (``exp/demo``): paper -> model names in ``<paper>/models/``.
@@ -129,11 +129,13 @@ class ServedModel:
         return [c for c in order if c in own]
 
 
-def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None = None
-                ) -> dict[str, ServedModel]:
+def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None = None,
+                device: str | None = None) -> dict[str, ServedModel]:
     """Every model at ``paths`` loaded (:func:`speechlab.load`), by name; ``say`` reports each.
     ``backend="onnx"``: the models that run on onnxruntime do (the RNN-T, the TTS acoustic
-    models), the others stay in PyTorch."""
+    models), the others stay in PyTorch. ``device``: the networks of the models that can
+    move there do (:meth:`speechlab.contract.Model.to`); the others stay on the CPU, and
+    ``say`` says so."""
     from speechlab.inference import load
 
     if not paths:
@@ -143,8 +145,15 @@ def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None 
         model = load(path)
         if backend == "onnx" and "onnx" in model.capabilities:
             model = model.onnx()
+        where = ""
+        if device is not None:
+            try:
+                model = model.to(device)
+                where = f" on {device}"
+            except ConfigError as e:
+                where = f" on the CPU ({e})"
         served[name] = ServedModel(name, model)
         on = model.backend
         say(f"  {name}: {served[name].kind} model from {path}" + (f" ({on})" if on != "torch"
-                                                                   else ""))
+                                                                   else "") + where)
     return served

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from speechlab.contract import ModelBase, PackageParts
+from speechlab.devices import device_of
 from speechlab.errors import DataError
 from speechlab.files import atomic_path, scratch_dir
 from speechlab.tts.acoustic import SAMPLE_RATE, OutputNormalizer, synthesize
@@ -144,12 +145,18 @@ class Synthesizer(ModelBase):
     def acoustic(self, labels: Labels, window: int | None = None) -> np.ndarray:
         """(T, O) acoustic frames (denormalized) for ``labels``; SALAD attends within windows
         of ``window`` frames (None: the whole utterance)."""
-        x = torch.from_numpy(self.features(labels))[None]
-        y = self.model(x, torch.tensor([x.shape[1]]), window=window)[0].numpy()
+        device = device_of(self.model)
+        x = torch.from_numpy(self.features(labels))[None].to(device)
+        y = self.model(x, torch.tensor([x.shape[1]], device=device),
+                       window=window)[0].float().cpu().numpy()
         if not np.isfinite(y).all():
             raise DataError(f"{self.source}: the model predicts NaN or inf (its weights are "
                             "broken); use another checkpoint")
         return self.outputs.inverse(np.asarray(y))
+
+    def _networks_to(self, device: torch.device) -> None:
+        """The acoustic model on ``device``; the vocoder (WORLD) stays on the CPU."""
+        self.model.to(device)
 
     def synthesize(self, text: str | None = None, labels: Labels | str | Path | None = None,
                    *, window: int | None | str = "model") -> Speech:

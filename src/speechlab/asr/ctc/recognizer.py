@@ -38,6 +38,7 @@ from speechlab.config import from_dict, to_dict
 from speechlab.asr.ctc.onnx_graphs import FILE, OnnxCtcNetwork, export_network
 from speechlab.confidence import alternatives, word_confidences
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
+from speechlab.devices import device_of
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard, graph_files
 from speechlab.text.lexicon import Lexicon
@@ -153,9 +154,14 @@ class CtcRecognizer(ModelBase):
         if int(self.model.subsampling.output_lengths(lens)[0]) <= 0:  # shorter than its input
             return np.zeros((0, self.graph.num_tokens), np.float32)
         x = self.cmvn(feats[None], lens)[0]
+        device = device_of(self.model)
         with torch.inference_mode():
-            lp, lens = self.model(x, lens)
-        return lp[0, : int(lens[0])].numpy()
+            lp, lens = self.model(x.to(device), lens.to(device))
+        return lp[0, : int(lens[0])].float().cpu().numpy()
+
+    def _networks_to(self, device: torch.device) -> None:
+        """The acoustic model on ``device``; the graph search stays on the CPU."""
+        self.model.to(device)
 
     def transcribe(self, audio: Any, sample_rate: int = 16000, language: str | None = None, *,
                    method: str | None = None, beam: int | None = None, nbest: int = 0,

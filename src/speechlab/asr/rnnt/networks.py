@@ -21,7 +21,7 @@ L languages, S slots, D decoders of a search (each reads its own projected frame
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from speechlab.asr.rnnt.model import RNNT
+from speechlab.devices import device_of, move
 from speechlab.errors import DataError
 
 
@@ -100,23 +101,30 @@ def slot_of(model: RNNT, language: str | None) -> int:
 
 
 class TorchEncoder:
-    """:class:`StreamingEncoder` of a PyTorch RNN-T (its ``streaming_encode``)."""
+    """:class:`StreamingEncoder` of a PyTorch RNN-T (its ``streaming_encode``), on the device
+    of ``model``'s weights; what it returns is on the CPU, where the search runs."""
 
     def __init__(self, model: RNNT) -> None:
         self.model = model
+        self.device = device_of(model)
 
     def init_state(self, language: str | None) -> tuple[Any, str | None]:
-        return self.model.init_state(1), language
+        return move(self.model.init_state(1), self.device), language
 
     @torch.inference_mode()
     def __call__(self, feats: Tensor, state: tuple[Any, str | None]
                  ) -> tuple[Tensor, Tensor | None, tuple[Any, str | None]]:
         encoder_state, language = state
+        device = self.device
         enc, lens, encoder_state = self.model.streaming_encode(
-            feats[None], torch.tensor([feats.shape[0]]), encoder_state, language)
+            feats[None].to(device), torch.tensor([feats.shape[0]], device=device),
+            encoder_state, language)
         enc = enc[0, : int(lens[0])]
         lid = self.model.lid_head(enc) if self.model.lid_head is not None else None
-        return self.model.joiner.project_encoder(enc), lid, (encoder_state, language)
+        frames = self.model.joiner.project_encoder(enc)
+        if device.type != "cpu":
+            frames, lid = frames.float().cpu(), None if lid is None else lid.float().cpu()
+        return frames, lid, (encoder_state, language)
 
 
 class TorchPredictionJoint:
@@ -287,6 +295,16 @@ class RnntNetworks:
     def torch(cls, model: RNNT) -> RnntNetworks:
         """The networks of a PyTorch model (put it in eval mode first: dropout)."""
         return cls(model, TorchEncoder(model), TorchPredictionJoint(model), "torch")
+
+    def encoder_on(self, device: torch.device) -> RnntNetworks:
+        """The same networks with the encoder (and LID head) on ``device``: the encoder is
+        the one big product per chunk; the search's prediction and joint steps are a few
+        small products per label, which stay on the CPU (their tables are built from the
+        CPU weights)."""
+        import copy
+
+        on_device = copy.deepcopy(self.model).to(device).eval()
+        return replace(self, encoder=TorchEncoder(on_device))
 
 
 def networks_of(model: RNNT | RnntNetworks) -> RnntNetworks:

@@ -258,6 +258,13 @@ class RnntRecognizer(ModelBase):
         return cls(model, tokenizers, GlobalCMVN.load(lang_dir / "cmvn.safetensors"),
                    source=lang_dir, **kw)
 
+    def _networks_to(self, device: torch.device) -> None:
+        """The encoder on ``device`` (:meth:`RnntNetworks.encoder_on`); the search stays on
+        the CPU."""
+        if self.networks.backend != "torch":
+            return
+        self.networks = self.networks.encoder_on(device)
+
     def to_package(self) -> PackageParts:
         """The card, weights and side files of this recognizer's package."""
         self._needs_torch("export it")

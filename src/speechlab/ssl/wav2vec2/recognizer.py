@@ -33,6 +33,7 @@ from speechlab.audio.io import as_samples
 from speechlab.confidence import alternatives, frame_confidence
 from speechlab.ssl.wav2vec2.onnx_graphs import FILE, OnnxWav2Vec2CTC, export_network
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word
+from speechlab.devices import device_of
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard
 from speechlab.ssl.wav2vec2.model import CTC_FAMILY, FAMILY, Wav2Vec2, Wav2Vec2CTC
@@ -265,8 +266,14 @@ class Wav2Vec2Recognizer(ModelBase):
             return np.zeros((0, len(self.labels.symbols)), np.float32)
         x = normalize_waveform(samples) if self.normalize else samples
         with torch.inference_mode():
-            lp, _ = self.model(torch.from_numpy(x)[None])
-        return lp[0].numpy()
+            lp, _ = self.model(torch.from_numpy(x)[None].to(device_of(self.model)))
+        return lp[0].float().cpu().numpy()
+
+    def _networks_to(self, device: torch.device) -> None:
+        """The network on ``device``; the CTC search stays on the CPU."""
+        if self.backend == "onnx":
+            return
+        self.model.to(device)
 
     def transcribe(self, audio: Any, sample_rate: int = SAMPLE_RATE, language: str | None = None,
                    *, method: str | None = None, beam: int | None = None, nbest: int = 0,
