@@ -52,7 +52,7 @@ MAX_NBEST = 100
 MAX_HOTWORDS = 1000
 #: What a model can be asked for (:attr:`Model.capabilities`).
 CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
-                "onnx", "hotwords")
+                "onnx", "hotwords", "lm_fusion")
 KINDS = ("asr", "tts", "ssl")
 #: A package's parts as a model writes them: its card, its weights (None for ONNX graphs, which
 #: hold them) and its side files by name.
@@ -240,6 +240,11 @@ class Recognizer(Model, Protocol):
         ("early_stop" capability)."""
         ...
 
+    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+        """Fuse the token n-gram LM ``arpa`` (a path or an ARPA LM over the model's tokens) into
+        ``language``'s search with ``weight`` from now on ("lm_fusion" capability)."""
+        ...
+
     @property
     def encoder(self) -> Encoder:
         """The wav2vec 2.0 encoder inside ("attention" capability)."""
@@ -313,6 +318,10 @@ class ModelBase:
                beam: int | None = None, tau: float = math.inf,
                s_th: float = math.inf, endpoint: EndpointConfig | None = None) -> Stream:
         raise ConfigError(f"{self.title} reads whole recordings and does not stream")
+
+    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+        raise ConfigError(f"{self.title} takes no token LM for shallow fusion (it decodes with "
+                          "the LM its package holds, or none)")
 
     @property
     def encoder(self) -> Encoder:

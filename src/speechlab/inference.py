@@ -256,6 +256,21 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
 LONG_INPUT_SECONDS = 30.0
 
 
+def _fuse_lms(model: Recognizer, specs: list[str] | None, weight: float) -> None:
+    """``--lm [LANG=]ARPA`` (repeatable) fused into the model's searches with ``--lm-weight``."""
+    for spec in specs or []:
+        if "lm_fusion" not in model.capabilities:
+            raise ConfigError(f"--lm: {model.title} takes no token LM (shallow fusion is for the "
+                              "RNN-T with a softmax per language)")
+        language, sep, arpa = spec.partition("=")
+        if not sep:
+            if len(model.languages) != 1:
+                raise ConfigError(f"--lm {spec}: this model decodes "
+                                  f"{', '.join(model.languages)}; say which with LANG=ARPA")
+            language, arpa = model.languages[0], spec
+        model.use_lm(language, Path(arpa), weight)
+
+
 def _run_transcribe(args: Any) -> int:
     import sys
 
@@ -271,6 +286,7 @@ def _run_transcribe(args: Any) -> int:
                                hotwords=args.hotwords, hotword_score=args.hotword_score,
                                flag="--")
     language = opts.pop("language")
+    _fuse_lms(model, args.lm, args.lm_weight)
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
                           "the endpoint rules instead: give one of them")
@@ -424,6 +440,8 @@ def _run_export(args: Any) -> int:
 
 
 def add_commands(sub: Any) -> None:
+    from speechlab.config import bounded
+
     t = sub.add_parser(
         "transcribe", help="transcribe audio files with any speech recognizer speechlab loads",
         description="Transcribe audio files with a trained model: a package (speechlab "
@@ -471,13 +489,17 @@ def add_commands(sub: Any) -> None:
                    help="search: beam/greedy (RNN-T), viterbi/prefix (CTC topologies), "
                         "greedy/lm (wav2vec 2.0)")
     add_device_options(t, precision=False)
+    t.add_argument("--lm", action="append", default=None, metavar="[LANG=]ARPA",
+                   help="RNN-T: fuse a token n-gram LM (speechlab rnnt lm makes one) into the "
+                        "search of LANG (repeatable; LANG may be left out for a one-language "
+                        "model)")
+    t.add_argument("--lm-weight", type=bounded(float, gt=0, le=10), default=0.3, metavar="W",
+                   help="the fused LM's weight (default 0.3)")
     t.add_argument("--tau", type=float, default=None,
                    help="early stopping (RNN-T LID-free): encoder frames before decoders switch off")
     t.add_argument("--s-th", dest="s_th", type=float, default=None,
                    help="early stopping margin below the best LID score")
     t.set_defaults(func=_run_transcribe)
-
-    from speechlab.config import bounded
 
     s = sub.add_parser("synth", help="speech from text or HTS labels with any TTS model "
                        "speechlab loads (a package, or OUT/models/NAME of 'reproduce salad')")

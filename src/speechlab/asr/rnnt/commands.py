@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 
-from speechlab.config import FieldError, command_group
+from speechlab.config import FieldError, bounded, command_group
 from speechlab.errors import ConfigError, DataError
 from speechlab.progress import WorkProgress
 
@@ -76,6 +76,60 @@ def check_run_dir(run: Path, model: str) -> Path:
         raise DataError(f"{ckpt}: holds a {card.family!r} model, not an RNN-T; `rnnt decode` "
                         "decodes the models of `speechlab reproduce multisoftmax`")
     return model_dir
+
+
+def token_lm(tokenizer, lines: list[str], order: int):
+    """An n-gram LM of ``lines`` spelled in ``tokenizer``'s tokens (graphemes, word starts
+    marked), for shallow fusion into that language's RNN-T search; and how many lines were
+    left out (characters outside the tokenizer's inventory)."""
+    from speechlab.text.ngram import NgramConfig, estimate
+
+    sentences, skipped = [], 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            ids = tokenizer.encode(line)
+        except DataError:
+            skipped += 1
+            continue
+        sentences.append([tokenizer.symbols[i] for i in ids])
+    if not sentences:
+        raise DataError(f"no line of the text is spelled in the {tokenizer.language} tokens "
+                        f"({skipped} lines have characters outside them)")
+    return estimate(sentences, NgramConfig(order=order)), skipped
+
+
+def _lm(args: argparse.Namespace) -> int:
+    from speechlab.asr.rnnt.model import FAMILY
+    from speechlab.asr.rnnt.recognizer import RnntRecognizer
+    from speechlab.families import builders
+    from speechlab.package import is_package, load_network, read_card
+    from speechlab.shipped import resolve
+
+    path = resolve(args.model)
+    card = read_card(path) if path.is_dir() and is_package(path) else None
+    if card is None or card.family != FAMILY:
+        raise ConfigError(f"{args.model}: not an RNN-T package (speechlab export makes one of a "
+                          "trained model)")
+    network = load_network(path, card, builders()) if card.backend == "torch" else None
+    model = RnntRecognizer.from_package(path, card, network)
+    if "lm_fusion" not in model.capabilities:
+        raise ConfigError(f"{args.model}: LM fusion is for an RNN-T with a softmax per "
+                          f"language; this {model.model.variant} model pools its labels")
+    tokenizers = model.tokenizers
+    language = args.language or (model.languages[0] if len(model.languages) == 1 else None)
+    if language not in tokenizers:
+        raise ConfigError(f"--language: give one of {', '.join(model.languages)}")
+    try:
+        lines = args.text.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise DataError(f"{args.text} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lm, skipped = token_lm(tokenizers[language], lines, args.order)
+    lm.write(args.out)
+    print(f"{args.out}: a {args.order}-gram LM of {len(lines) - skipped} lines in {language} "
+          f"tokens ({skipped} left out: characters outside the model's)")
+    return 0
 
 
 def _decode(args: argparse.Namespace) -> int:
@@ -145,6 +199,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q = rsub.add_parser("params", help="parameter counts of the six variants vs. Table 6")
     q.add_argument("--preset", default="paper")
     q.set_defaults(func=_params)
+
+    m = rsub.add_parser("lm", help="a token n-gram LM of a text for shallow fusion "
+                        "(speechlab transcribe --lm)")
+    m.add_argument("model", type=Path, metavar="MODEL", help="the RNN-T whose tokens it spells")
+    m.add_argument("text", type=Path, help="UTF-8 text, one sentence per line")
+    m.add_argument("--language", default=None, help="the language of the text (a model of "
+                   "several languages)")
+    m.add_argument("--order", type=bounded(int, ge=1, le=10, why="token LMs use 3-8"), default=6)
+    m.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
+    m.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    m.set_defaults(func=_lm, outputs={"out": "file"})
 
     d = rsub.add_parser("decode", help="stream audio files through a trained model")
     d.add_argument("run_dir", type=Path, help="output dir of `speechlab reproduce multisoftmax`")

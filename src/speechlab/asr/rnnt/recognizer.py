@@ -46,6 +46,7 @@ from speechlab.confidence import alternatives, word_confidences
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard, graph_files
+from speechlab.search.lm_fusion import TokenLM
 from speechlab.search.context import ContextGraph
 from speechlab.text.graphemes import WORD_START, GraphemeTokenizer
 from speechlab.train.card import read_decoding
@@ -100,6 +101,8 @@ class RnntRecognizer(ModelBase):
         self.segment_seconds: float | None = (
             SEGMENT_SECONDS if isinstance(model.encoder, ConvTransformerEncoder) else None)
         self.languages: tuple[str, ...] = tuple(model.languages)
+        #: token LMs fused into each language's search (:meth:`use_lm`)
+        self.lms: dict[str, TokenLM] = {}
         self.sample_rate = fbank.sampling_rate
         # Seconds per encoder frame: the feature shift times the encoder's subsampling.
         self.frame_seconds = fbank.frame_shift * model.dims.subsampling
@@ -117,7 +120,7 @@ class RnntRecognizer(ModelBase):
     @property
     def capabilities(self) -> frozenset[str]:
         own = {"transcribe", "stream", "onnx"} | ({"early_stop"} if self.lid_free else set()) \
-            | (set() if self.model.spec.union_vocab else {"hotwords"})
+            | (set() if self.model.spec.union_vocab else {"hotwords", "lm_fusion"})
         return frozenset(own)
 
     # -----------------------------------------------------------------------------------------
@@ -161,6 +164,22 @@ class RnntRecognizer(ModelBase):
             stream.context = self._context(hotwords, hotword_score)
             stream._decoder = stream._new_decoder()
         return stream
+
+    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+        """Fuse a token n-gram LM into ``language``'s search from now on (streams made after):
+        ``arpa`` a path or an :class:`~speechlab.text.ngram.ArpaLM` whose words are the
+        language's tokens (``speechlab rnnt lm`` estimates one), ``weight`` its scale
+        (:mod:`speechlab.search.lm_fusion`)."""
+        from speechlab.text.ngram import ArpaLM, read_arpa
+
+        if self.model.spec.union_vocab:
+            raise ConfigError("LM fusion is for models with a softmax per language; this "
+                              f"{self.model.variant} model pools its labels")
+        if language not in self.tokenizers:
+            raise ConfigError(f"LM for language {language!r}: this model decodes "
+                              f"{', '.join(self.languages)}")
+        lm = arpa if isinstance(arpa, ArpaLM) else read_arpa(arpa)
+        self.lms[language] = TokenLM(lm, self.tokenizers[language].symbols, weight)
 
     def _context(self, hotwords: Sequence[str], score: float) -> dict[str, ContextGraph]:
         """Each language's context graph of the ``hotwords`` its graphemes spell."""
@@ -386,6 +405,8 @@ class RnntStream:
             for i, language in enumerate(dec.languages):
                 if language in self.context:
                     dec.search.bias(i, self.context[language])
+                if language in rec.lms:
+                    dec.search.fuse(i, rec.lms[language])
             return dec
         # a pooled model without a one-hot, or a one-language model, needs no language
         lang = self.language if model.spec.lang_onehot or not (
@@ -394,6 +415,9 @@ class RnntStream:
         graph = self.context.get(self.language or rec.languages[0])
         if graph is not None:
             decoder.search.bias(0, graph)
+        lm = rec.lms.get(self.language or rec.languages[0])
+        if lm is not None:
+            decoder.search.fuse(0, lm)
         return decoder
 
     def accept_waveform(self, samples: Any, sample_rate: int = 16000) -> None:

@@ -41,6 +41,7 @@ from speechlab.asr.rnnt.model import RNNT, Language
 from speechlab.asr.rnnt.networks import (PredictionJoint, RnntNetworks, TorchPredictionJoint,
                                          networks_of, rows_of)
 from speechlab.errors import ConfigError, DataError
+from speechlab.search.lm_fusion import TokenLM
 from speechlab.search import log_add
 from speechlab.search.context import ContextGraph
 
@@ -220,11 +221,26 @@ class TransducerSearch:
         #: follows from its labels, kept by (decoder, label sequence id)
         self.context: dict[int, ContextGraph] = {}
         self._states: dict[tuple[int, int], int] = {}
+        #: decoder -> the token LM fused into it (:meth:`fuse`); states by label sequence id
+        self.lms: dict[int, TokenLM] = {}
+        self._lm_states: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def bias(self, decoder: int, graph: ContextGraph) -> None:
         """Bias ``decoder`` towards the hotwords of ``graph`` (:mod:`speechlab.search.context`):
         every label a hypothesis emits changes its score by the graph's delta."""
         self.context[decoder] = graph
+
+    def fuse(self, decoder: int, lm: TokenLM) -> None:
+        """Fuse ``lm`` into ``decoder`` (:mod:`speechlab.search.lm_fusion`): every label a
+        hypothesis emits adds the LM's weighted log-probability of it."""
+        self.lms[decoder] = lm
+
+    def _lm_state(self, d: int, tokens: int) -> tuple[int, ...]:
+        key = (d, tokens)
+        state = self._lm_states.get(key)
+        if state is None:
+            state = self._lm_states[key] = self.lms[d].state(self.seqs.labels(tokens))
+        return state
 
     def _state(self, d: int, tokens: int) -> int:
         key = (d, tokens)
@@ -246,6 +262,7 @@ class TransducerSearch:
         saw. Returns the beams renumbered (hypotheses taken from earlier beams stay valid)."""
         beams = self.scorer.compact(beams)
         self._states.clear()  # label sequence ids are renumbered; states follow again
+        self._lm_states.clear()
         hyps = [h for b in beams for h in b.values()]
         self.seqs, id_of, node_of = self.seqs.kept([h.key for h in hyps],
                                                    [h.node for h in hyps])
@@ -296,11 +313,14 @@ class TransducerSearch:
             # finished hypotheses by score (ties: finished first, then by position), and only
             # the kept ones become hypotheses.
             lp_np[:, blank] = -np.inf
-            if self.context:  # hotwords: each label's delta joins its log-probability
+            if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
                 for i, (d, h) in enumerate(active):
                     graph = self.context.get(d)
                     if graph is not None:
                         lp_np[i, : sizes[d]] += graph.deltas(self._state(d, h[3]), sizes[d])
+                    lm = self.lms.get(d)
+                    if lm is not None:
+                        lp_np[i, : sizes[d]] += lm.deltas(self._lm_state(d, h[3]), sizes[d])
             vals, cols = lp.topk(min(beam, max(sizes) - 1), dim=1)
             vals, cols = vals.tolist(), cols.tolist()
             survivors: list[tuple[int, list]] = []
