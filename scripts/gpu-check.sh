@@ -3,14 +3,15 @@
 # the training-throughput benchmark, and write one results file, OUT/gpu-check.json (with the
 # logs beside it). docs/gpu.md says how to run it and holds its last results.
 #
-#   scripts/gpu-check.sh [OUT]          (default OUT: gpu-check/)
+#   scripts/gpu-check.sh [DIR]          (default DIR: gpu-check/, or $OUT/gpu-check where a job
+#                                        runner collects $OUT)
 #
 # Where the machine has no package index, carry the wheels scripts/gpu-wheels.sh downloads
 # (.whl/): they are installed into /tmp/site first. Exit status: 0 when the tests passed and
 # the benchmark ran (the targets' verdicts are in the results file), else 1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-gpu-check}
+OUT=${1:-${OUT:+$OUT/}gpu-check}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
