@@ -94,29 +94,46 @@ def _median_ms(step: Callable[[], None], device: torch.device, repeats: int) -> 
     return statistics.median(times)
 
 
+def _batch(scores: tuple[int, ...], vocab: int, labels: int, device: torch.device,
+           normalised: bool = False) -> tuple[torch.Tensor, ...]:
+    """Random scores of shape ``scores`` (B, T, ...), targets (B, U) in 1..V-1, full lengths."""
+    batch, frames = scores[:2]
+    gen = torch.Generator().manual_seed(SEED)
+    x = torch.randn(*scores, generator=gen)
+    x = (x.log_softmax(-1) if normalised else x).to(device).requires_grad_()
+    targets = torch.randint(1, vocab, (batch, labels), generator=gen).to(device)
+    return (x, targets, torch.full((batch,), frames, device=device),
+            torch.full((batch,), labels, device=device))
+
+
+def _with_device_path(steps: dict[str, Callable[[], None]], device: torch.device
+                      ) -> dict[str, Callable[[], None]]:
+    """On the CPU, ``steps["ours"]`` again on the device (PyTorch) code path."""
+    if device.type == "cpu":
+        from speechlab.devices import device_code
+
+        ours = steps["ours"]
+
+        def device_path():
+            with device_code():
+                ours()
+        steps["device path"] = device_path
+    return steps
+
+
 def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
     from speechlab.asr.rnnt.loss import rnnt_loss
-    from speechlab.devices import device_code
 
     batch, frames, labels, vocab = shape
-    gen = torch.Generator().manual_seed(SEED)
-    logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen).to(device)
-    logits.requires_grad_()
-    targets = torch.randint(1, vocab, (batch, labels), generator=gen).to(device)
-    t_lens = torch.full((batch,), frames, device=device)
-    u_lens = torch.full((batch,), labels, device=device)
+    logits, targets, t_lens, u_lens = _batch((batch, frames, labels + 1, vocab), vocab, labels,
+                                             device)
 
     def ours():
         logits.grad = None
         rnnt_loss(logits, targets, t_lens, u_lens).backward()
 
-    steps = {"ours": ours}
-    if device.type == "cpu":
-        def device_path():
-            with device_code():
-                ours()
-        steps["device path"] = device_path
-    else:
+    steps = _with_device_path({"ours": ours}, device)
+    if device.type != "cpu":
         try:
             import torchaudio.functional as taf
         except ImportError:
@@ -132,15 +149,10 @@ def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
 
 def graph_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
     from speechlab.asr.ctc.loss import graph_loss
-    from speechlab.devices import device_code
 
     batch, frames, vocab, labels = shape
-    gen = torch.Generator().manual_seed(SEED)
-    log_probs = torch.randn(batch, frames, vocab, generator=gen).log_softmax(-1).to(device)
-    log_probs.requires_grad_()
-    targets = torch.randint(1, vocab, (batch, labels), generator=gen).to(device)
-    t_lens = torch.full((batch,), frames, device=device)
-    u_lens = torch.full((batch,), labels, device=device)
+    log_probs, targets, t_lens, u_lens = _batch((batch, frames, vocab), vocab, labels, device,
+                                                normalised=True)
 
     def ours():
         log_probs.grad = None
@@ -151,13 +163,7 @@ def graph_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
         torch.nn.functional.ctc_loss(log_probs.transpose(0, 1), targets, t_lens, u_lens,
                                      reduction="sum").backward()
 
-    steps = {"ours": ours, "ctc_loss": ctc}
-    if device.type == "cpu":
-        def device_path():
-            with device_code():
-                ours()
-        steps["device path"] = device_path
-    return steps
+    return _with_device_path({"ours": ours, "ctc_loss": ctc}, device)
 
 
 def loss_table(device: torch.device, repeats: int) -> list[dict[str, Any]]:
