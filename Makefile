@@ -8,6 +8,8 @@ DEBIAN_PACKAGES := espeak-ng sox festival festvox-us-slt-hts festvox-kallpc16k f
 DEMO_OUT ?= exp/demo
 # Tests and the demo are sized for 2 cores; more threads only add contention.
 export OMP_NUM_THREADS ?= 2
+# Test processes (pytest-xdist): each test runs on one thread, so two keep both cores busy.
+TEST_WORKERS ?= 2
 
 # The public API and every family's loaded model against speechlab.contract (also run by
 # tests/test_contract.py inside make test).
@@ -38,7 +40,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest -q -x --durations=15 tests
+	$(PY) -m pytest -q -x -n $(TEST_WORKERS) --durations=15 tests
 
 typecheck: setup
 	$(PY) -m mypy
@@ -50,12 +52,12 @@ KERNELS ?= default avx2
 test-kernels: setup
 	@for k in $(KERNELS); do \
 	  echo "== numerics tests with ATEN_CPU_CAPABILITY=$$k"; \
-	  ATEN_CPU_CAPABILITY=$$k $(PY) -m pytest -q -x -p no:cacheprovider -m numerics tests || exit 1; \
+	  ATEN_CPU_CAPABILITY=$$k $(PY) -m pytest -q -x -n $(TEST_WORKERS) -p no:cacheprovider -m numerics tests || exit 1; \
 	done
 
 # The whole suite while other processes keep every core busy.
 test-loaded: setup
-	$(PY) -m speechlab.testing.cpu_hog -- $(PY) -m pytest -q -x -p no:cacheprovider tests
+	$(PY) -m speechlab.testing.cpu_hog -- $(PY) -m pytest -q -x -n $(TEST_WORKERS) -p no:cacheprovider tests
 
 # Both: what `make test` must survive on a new or busy machine.
 test-portable: test-kernels test-loaded
