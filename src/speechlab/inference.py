@@ -302,6 +302,7 @@ def _run_transcribe(args: Any) -> int:
                     _print_result(wav, result, args.json)
             elif args.vad:
                 _print_result(wav, transcribe_speech(model, wav, language=language,
+                                                     vad=_vad_config(args),
                                                      progress=progress.update, **opts),
                               args.json)
             else:
@@ -309,6 +310,12 @@ def _run_transcribe(args: Any) -> int:
                                                     progress=progress.update, **opts), args.json)
         sys.stdout.flush()
     return 0
+
+
+def _vad_config(args: Any) -> Any:
+    from speechlab.audio.vad import VadConfig
+
+    return VadConfig(engine=args.vad_engine)
 
 
 def transcribe_speech(model: Recognizer, audio: Any, sample_rate: int = 16000,
@@ -382,7 +389,7 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]
         from speechlab.streaming import VadStream
 
         stream = VadStream(lambda x: model.transcribe(x, 16000, args.language, **opts),
-                           endpoint, languages=model.languages)
+                           endpoint, vad=_vad_config(args), languages=model.languages)
     out = sys.stderr if args.json else sys.stdout
     shown = ""
     utterances = 0
@@ -474,6 +481,9 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--vad", action="store_true",
                    help="cut each file into its speech by voice activity detection (Silero "
                         "VAD) and transcribe the pieces; --json lists them as segments")
+    t.add_argument("--vad-engine", choices=("silero", "webrtc"), default="silero",
+                   help="the detector of --vad and of a whole-recording model's --stream: "
+                        "silero (a network) or webrtc (WebRTC's, far cheaper, coarser)")
     defaults = EndpointConfig()
     for name, what in (("silence_before_text", "of silence with nothing recognized yet"),
                        ("silence_after_text", "of silence after some text"),

@@ -18,12 +18,10 @@ from typing import Any
 import numpy as np
 
 from speechlab.audio.io import as_samples
-from speechlab.audio.vad import SAMPLE_RATE, WINDOW, Vad, VadConfig
+from speechlab.audio.vad import SAMPLE_RATE, Vad, VadConfig
 from speechlab.contract import Transcript, Word
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError
-
-WINDOW_SECONDS = WINDOW / SAMPLE_RATE
 
 
 class VadStream:
@@ -38,7 +36,7 @@ class VadStream:
         self.endpoint = endpoint or EndpointConfig()
         self.cfg = vad or VadConfig()
         self.languages = languages
-        self.vad = Vad()
+        self.vad = Vad.of(self.cfg)
         self._audio: list[np.ndarray] = []  # the current utterance's samples
         self._samples = 0  # in the current utterance
         self._start = 0  # samples before the current utterance
@@ -73,8 +71,9 @@ class VadStream:
         if self._finished is not None:
             return None
         heard = self._last_speech is not None
-        trailing = (self._windows - (self._last_speech + 1 if heard else 0)) * WINDOW_SECONDS
-        return self.endpoint.rule(trailing, self._windows * WINDOW_SECONDS, heard)
+        step = self.vad.seconds
+        trailing = (self._windows - (self._last_speech + 1 if heard else 0)) * step
+        return self.endpoint.rule(trailing, self._windows * step, heard)
 
     @property
     def is_endpoint(self) -> bool:
@@ -118,8 +117,9 @@ class VadStream:
             result = Transcript("", None, None, ())
         else:
             pad = int(self.cfg.pad * SAMPLE_RATE)
-            a = max(0, self._first_speech * WINDOW - pad)
-            b = min(len(audio), (self._last_speech + 1) * WINDOW + pad)
+            window = self.vad.window
+            a = max(0, self._first_speech * window - pad)
+            b = min(len(audio), (self._last_speech + 1) * window + pad)
             heard = self.transcribe(audio[a:b])
             offset = start + a / SAMPLE_RATE
             words = None if heard.words is None else tuple(

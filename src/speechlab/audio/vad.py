@@ -1,9 +1,14 @@
-"""Voice activity detection with the Silero VAD network, run by onnxruntime.
+"""Voice activity detection: the Silero VAD network run by onnxruntime, or WebRTC's detector.
 
-The network is the ONNX file the ``silero-vad`` package ships (nothing is downloaded; its own
-Python code is not used). It reads 16 kHz audio in windows of 512 samples (32 ms), each with
-the 64 samples before it as context and a recurrent state carried from window to window, and
-gives the probability that the window holds speech.
+``engine="silero"`` (the default): the ONNX file the ``silero-vad`` package ships (nothing is
+downloaded; its own Python code is not used). It reads 16 kHz audio in windows of 512 samples
+(32 ms), each with the 64 samples before it as context and a recurrent state carried from
+window to window, and gives the probability that the window holds speech.
+
+``engine="webrtc"``: the Gaussian-mixture detector of WebRTC (``webrtcvad-wheels``) on 30 ms
+frames, each a yes or a no (probability 1 or 0), at ``aggressiveness`` 0-3. Tens of times
+cheaper than the network (``benchmarks/endpoint_cost.py``), and coarser: it hears noise and
+breathing as speech more often.
 
 - :class:`Vad`: the network over a stream, window by window (:meth:`Vad.accept` gives the
   probabilities of the windows completed so far);
@@ -18,6 +23,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -26,6 +32,8 @@ from speechlab.errors import ConfigError
 
 SAMPLE_RATE = 16000
 WINDOW = 512  # samples per decision (32 ms)
+WEBRTC_WINDOW = 480  # samples per WebRTC decision (30 ms; it takes 10, 20 or 30 ms)
+ENGINES = ("silero", "webrtc")
 CONTEXT = 64  # samples of the window before, given with each window
 STATE = (2, 1, 128)
 
@@ -46,6 +54,9 @@ def model_path() -> Path:
 class VadConfig:
     """How probabilities become segments (module doc)."""
 
+    engine: Literal["silero", "webrtc"] = "silero"
+    # WebRTC's: 0 (least) to 3 (most eager to call a frame non-speech)
+    aggressiveness: int = ranged(2, ge=0, le=3)
     threshold: float = ranged(0.5, gt=0.15, lt=1, why="a speech probability")
     min_silence: float = ranged(0.3, ge=0, why="seconds")
     min_speech: float = ranged(0.25, ge=0, why="seconds")
@@ -54,17 +65,41 @@ class VadConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.engine not in ENGINES:
+            raise ConfigError(f"VAD engine {self.engine!r}: choose one of {', '.join(ENGINES)}")
 
 
 class Vad:
-    """The Silero network over one stream of 16 kHz samples (module doc)."""
+    """A detector over one stream of 16 kHz samples (module doc): ``window`` samples per
+    decision."""
 
-    def __init__(self, threads: int = 1) -> None:
-        from speechlab.nn.onnx_graph import runner, session
+    def __init__(self, threads: int = 1, *, engine: str = "silero",
+                 aggressiveness: int = 2) -> None:
+        self.engine = engine
+        if engine == "webrtc":
+            import webrtcvad
 
-        self.session = session(model_path(), threads)
-        self._run = runner(self.session, ["output", "stateN"])  # one call per 32 ms window
+            self._webrtc = webrtcvad.Vad(int(aggressiveness))
+            self.window = WEBRTC_WINDOW
+        elif engine == "silero":
+            from speechlab.nn.onnx_graph import runner, session
+
+            self.session = session(model_path(), threads)
+            self._run = runner(self.session, ["output", "stateN"])  # one call per window
+            self.window = WINDOW
+        else:
+            raise ConfigError(f"VAD engine {engine!r}: choose one of {', '.join(ENGINES)}")
         self.reset()
+
+    @classmethod
+    def of(cls, cfg: VadConfig, threads: int = 1) -> Vad:
+        """The detector ``cfg`` names."""
+        return cls(threads, engine=cfg.engine, aggressiveness=cfg.aggressiveness)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds per decision."""
+        return self.window / SAMPLE_RATE
 
     def reset(self) -> None:
         self.state = np.zeros(STATE, dtype=np.float32)
@@ -75,6 +110,8 @@ class Vad:
     def accept(self, samples: np.ndarray) -> np.ndarray:
         """The speech probability of each window ``samples`` completes (16 kHz mono)."""
         x = np.concatenate([self.pending, np.asarray(samples, dtype=np.float32)])
+        if self.engine == "webrtc":
+            return self._accept_webrtc(x)
         n = len(x) // WINDOW
         out = np.empty(n, dtype=np.float32)
         rate = np.array(SAMPLE_RATE, dtype=np.int64)
@@ -89,12 +126,21 @@ class Vad:
         self.windows += n
         return out
 
+    def _accept_webrtc(self, x: np.ndarray) -> np.ndarray:
+        n = len(x) // WEBRTC_WINDOW
+        pcm = (np.clip(x[:n * WEBRTC_WINDOW], -1.0, 1.0) * 32767).astype("<i2")
+        out = np.fromiter(
+            (self._webrtc.is_speech(pcm[i * WEBRTC_WINDOW:(i + 1) * WEBRTC_WINDOW].tobytes(),
+                                    SAMPLE_RATE) for i in range(n)), dtype=np.float32, count=n)
+        self.pending = x[n * WEBRTC_WINDOW:]
+        self.windows += n
+        return out
 
-def segments_of(probs: np.ndarray, seconds: float, cfg: VadConfig = VadConfig()
-                ) -> list[tuple[float, float]]:
+
+def segments_of(probs: np.ndarray, seconds: float, cfg: VadConfig = VadConfig(),
+                step: float = WINDOW / SAMPLE_RATE) -> list[tuple[float, float]]:
     """Speech segments (start, end) in seconds from per-window probabilities (module doc);
-    ``seconds`` is the recording's length."""
-    step = WINDOW / SAMPLE_RATE
+    ``seconds`` is the recording's length, ``step`` the seconds per window."""
     low = cfg.threshold - 0.15
     raw: list[tuple[int, int]] = []
     start: int | None = None
@@ -138,6 +184,6 @@ def _split(probs: np.ndarray, a: int, b: int, most: float) -> list[tuple[int, in
 def speech_segments(samples: np.ndarray, cfg: VadConfig = VadConfig(), vad: Vad | None = None
                     ) -> list[tuple[float, float]]:
     """The speech of 16 kHz ``samples`` as (start, end) seconds (module doc)."""
-    vad = vad or Vad()
+    vad = vad or Vad.of(cfg)
     vad.reset()
-    return segments_of(vad.accept(samples), len(samples) / SAMPLE_RATE, cfg)
+    return segments_of(vad.accept(samples), len(samples) / SAMPLE_RATE, cfg, vad.seconds)
