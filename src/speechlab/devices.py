@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -122,39 +122,42 @@ def grad_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler | 
     return torch.amp.GradScaler(device.type)
 
 
-def move(obj: Any, device: torch.device, non_blocking: bool = False) -> Any:
-    """``obj`` with every tensor in it on ``device``: tensors in mappings, lists, tuples (named
-    ones too) and dataclasses, rebuilt of the same type; anything else as it is."""
+def map_tensors(obj: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``obj`` with ``fn`` applied to every tensor in it: tensors in mappings, lists, tuples
+    (named ones too) and dataclasses, rebuilt of the same type; anything else as it is."""
     if isinstance(obj, torch.Tensor):
-        return obj.to(device, non_blocking=non_blocking)
+        return fn(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {f.name: move(getattr(obj, f.name), device, non_blocking)
-                   for f in dataclasses.fields(obj) if f.init}
-        return dataclasses.replace(obj, **changes)
+        return dataclasses.replace(obj, **{f.name: map_tensors(getattr(obj, f.name), fn)
+                                           for f in dataclasses.fields(obj) if f.init})
     if isinstance(obj, Mapping):
-        return type(obj)({k: move(v, device, non_blocking) for k, v in obj.items()})  # type: ignore[call-arg]
+        return type(obj)({k: map_tensors(v, fn) for k, v in obj.items()})  # type: ignore[call-arg]
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(move(v, device, non_blocking) for v in obj))
+        return type(obj)(*(map_tensors(v, fn) for v in obj))
     if isinstance(obj, (list, tuple)):
-        return type(obj)(move(v, device, non_blocking) for v in obj)
+        return type(obj)(map_tensors(v, fn) for v in obj)
     return obj
+
+
+def move(obj: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """``obj`` with every tensor in it on ``device`` (:func:`map_tensors`)."""
+    return map_tensors(obj, lambda t: t.to(device, non_blocking=non_blocking))
 
 
 def pin(obj: Any) -> Any:
     """``obj`` with its CPU tensors in page-locked memory, so that a copy to the GPU can
     overlap the computation (:func:`move` with ``non_blocking``)."""
-    if isinstance(obj, torch.Tensor):
-        return obj.pin_memory() if obj.device.type == "cpu" and not obj.is_pinned() else obj
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.replace(obj, **{f.name: pin(getattr(obj, f.name))
-                                           for f in dataclasses.fields(obj) if f.init})
-    if isinstance(obj, Mapping):
-        return type(obj)({k: pin(v) for k, v in obj.items()})  # type: ignore[call-arg]
-    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return type(obj)(*(pin(v) for v in obj))
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(pin(v) for v in obj)
-    return obj
+    return map_tensors(obj, lambda t: t.pin_memory()
+                       if t.device.type == "cpu" and not t.is_pinned() else t)
+
+
+#: Half precision, what a forward under autocast gives the losses; they upcast it.
+HALF = (torch.float16, torch.bfloat16)
+
+
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 if it is half precision (autocast's output), else as it is."""
+    return x.float() if x.dtype in HALF else x
 
 
 def device_of(module: Any) -> torch.device:

@@ -20,15 +20,14 @@ Shapes and batches are the task's own; nothing here knows a model.
 from __future__ import annotations
 
 import logging
-import random
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from speechlab.processes import seed_everything
 from speechlab.train.sampler import MapBatches, ResumableBatches
 
 log = logging.getLogger(__name__)
@@ -51,10 +50,7 @@ class _Made(Dataset):
 
     def __getitem__(self, item: tuple[int, Any]) -> tuple[int, Any]:
         k, indices = item
-        s = batch_seed(self.seed, k)
-        random.seed(s)
-        np.random.seed(s % (2**32))
-        torch.manual_seed(s)
+        seed_everything(batch_seed(self.seed, k))
         return k, self.fn(indices)
 
     def __len__(self) -> int:  # never asked for by the sampler below; DataLoader wants it

@@ -26,21 +26,14 @@ from torch.autograd.function import once_differentiable
 from speechlab.asr.ctc import _graph_torch, loss_graphs
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
-from speechlab.devices import use_device_code
+from speechlab.devices import HALF, use_device_code
+from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths
 
 
 # --------------------------------------------------------------------------------------------
 # The graph loss of the CTC-topologies paper
-
-
-#: Half-precision log-probs (a forward under autocast) are upcast: the loss is float32.
-HALF = (torch.float16, torch.bfloat16)
-
-
-def _full(x: Tensor) -> Tensor:
-    return x.float() if x.dtype in HALF else x
 
 
 #: Topologies whose T accepts every token sequence by exactly one path (S1-T1, i.e. CTC; the

@@ -52,7 +52,8 @@ from torch.utils.checkpoint import checkpoint
 
 from speechlab.asr.rnnt import _loss_torch
 from speechlab.asr.rnnt._loss_numba import forward_backward
-from speechlab.devices import use_device_code
+from speechlab.devices import HALF, use_device_code
+from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths, lengths_to_mask
 
@@ -149,10 +150,6 @@ def _label_ids(targets: Tensor, labels: np.ndarray, blank: int, positions: int) 
     return ids
 
 
-#: Half-precision inputs (from a forward under autocast) are upcast: the loss is float32.
-HALF = (torch.float16, torch.bfloat16)
-
-
 def _check_float(name: str, x: Tensor, dims: int) -> None:
     if x.dim() != dims:
         raise DataError(f"rnnt loss: {name} must have {dims} dims, got shape {tuple(x.shape)}")
@@ -161,11 +158,6 @@ def _check_float(name: str, x: Tensor, dims: int) -> None:
             f"rnnt loss: {name} must be a float tensor (float32 or float64; half precision is "
             f"upcast to float32), got {x.dtype}"
         )
-
-
-def _full(x: Tensor) -> Tensor:
-    """``x`` in float32 if it is half precision (autocast's output), else as it is."""
-    return x.float() if x.dtype in HALF else x
 
 
 # --------------------------------------------------------------------------------------------
