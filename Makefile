@@ -73,6 +73,7 @@ demo:
 	$(VENV)/bin/speechlab demo --out $(DEMO_OUT) --setup-seconds $$((t1 - t0))
 
 bench: setup
+	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/run_all.py
 
 clean:

@@ -28,14 +28,44 @@ A random model's LID posteriors are nearly flat, so which decoders stop is arbit
 ``--lid-bias`` adds a constant to one language's LID logit to mimic a confident trained LID.
 
     python benchmarks/rnnt_decode.py --seconds 4 --tau 10 --s-th 0.5
+
+``--sherpa`` adds the comparison with sherpa-onnx (``pip install -e '.[bench]'``) on a model of
+the same sizes: one language (English's vocabulary, 133 labels), the ``demo`` preset's LSTM
+encoder and joint network, random weights. sherpa-onnx runs them in its ``lstm`` layout
+(``benchmarks/sherpa_peer.py`` writes it: the same encoder and joint weights, icefall's
+metadata); speechlab runs its own ONNX graphs of the model. Both hear the same audio (espeak-ng
+sentences with pauses, ``speechlab.testing.audio.spoken_with_pauses``) in 100 ms pieces, one
+thread, fbank included on both sides, 30 feature frames per encoder call on both, beam 4
+(sherpa-onnx's modified beam search with 4 active paths), repeats interleaved, process CPU
+time, medians. What differs, and so what the ratio includes:
+
+- the prediction network: speechlab's is the paper's stateful LSTM (2 x 128), stepped for each
+  new label prefix; sherpa-onnx's ``lstm`` model type has icefall's stateless one (an
+  embedding of the last two labels, a convolution over them, a projection);
+- labels per frame: the ratio the target is on runs speechlab's ``modified_beam`` search,
+  sherpa-onnx's own algorithm (a label consumes its frame, at most one a frame). speechlab's
+  default ``beam`` search is the standard RNN-T lattice (a label keeps the hypothesis on its
+  frame, up to ``--max-symbols`` labels a frame, so a frame costs more joint steps): its
+  ratio is printed too;
+- the runtime: sherpa-onnx's search and feature pipeline are C++, speechlab's search is Python
+  around the same onnxruntime;
+- random weights emit labels at random rates, and the search's cost follows the labels: each
+  side's blank logit is offset until it emits as many labels over the audio as the sentences
+  have graphemes (the rate a trained model has), found by bisection before timing.
+
+It prints the ratio (speechlab / sherpa-onnx CPU time) both ways, and with speechlab's
+prediction-network calls taken out (what the stateful predictor costs beyond a stateless one
+is at most that).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -55,6 +85,8 @@ from speechlab.asr.rnnt.presets import PRESETS
 from speechlab.asr.rnnt.search import search_for
 from speechlab.files import atomic_write_json
 from speechlab.processes import seed_everything
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # sherpa_peer
 
 #: Targets (demo preset, 4 decoders, beam 4, 4 s, one thread): the PyTorch RTF without early
 #: stopping; RTF with early stopping (tau=10, s_th=0.5) over RTF without; PyTorch RTF over ONNX
@@ -103,6 +135,7 @@ class _TimedNetworks:
     def __init__(self, networks) -> None:
         self._networks = networks
         self.seconds = 0.0
+        self.steps = 0.0  # of which prediction-network steps
 
     def __getattr__(self, name: str):
         return getattr(self._networks, name)
@@ -110,7 +143,9 @@ class _TimedNetworks:
     def step(self, *args):
         start = time.process_time()
         out = self._networks.step(*args)
-        self.seconds += time.process_time() - start
+        spent = time.process_time() - start
+        self.seconds += spent
+        self.steps += spent
         return out
 
     def log_probs(self, *args):
@@ -213,6 +248,148 @@ def run(seconds: float = 4.0, method: str = "beam", beam: int = 4, max_symbols: 
     }
 
 
+#: Target: speechlab's CPU time over sherpa-onnx's on the same-size model (``--sherpa``).
+MAX_SHERPA_RATIO = 1.5
+#: The random joint network's encoder projection and output layer are scaled by these, so that
+#: its logits vary with the frame and the labels as a trained model's do (untrained, the
+#: projected frames hardly change over the audio and the logits are nearly uniform: the labels
+#: emitted jump from none to every frame's maximum at one blank offset).
+ENCODER_GAIN = 30.0
+SHARPEN = 8.0
+
+
+def _offset_for(labels_at, target: int, lo: float = 0.0, hi: float = 16.0,
+                steps: int = 14) -> tuple[float, int]:
+    """The blank-logit offset at which ``labels_at(offset)`` (labels emitted, falling as the
+    offset rises) comes nearest ``target``, by bisection; with the labels it gives."""
+    best = (lo, labels_at(lo))
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        n = labels_at(mid)
+        if abs(n - target) < abs(best[1] - target):
+            best = (mid, n)
+        if n > target:
+            lo = mid
+        else:
+            hi = mid
+    return best
+
+
+def sherpa_comparison(beam: int = 4, max_symbols: int = 3, repeats: int = 5, seed: int = 0,
+                      chunk: int = 30, method: str = "beam") -> dict[str, object]:
+    """speechlab's ONNX RNN-T against sherpa-onnx on a same-size model (module doc)."""
+    import tempfile
+
+    import numpy as np
+
+    import sherpa_peer
+    from speechlab.asr.rnnt.recognizer import RnntRecognizer
+    from speechlab.audio.transforms import GlobalCMVN
+    from speechlab.testing.audio import SENTENCES, spoken_with_pauses
+    from speechlab.text.graphemes import GraphemeTokenizer
+
+    torch.set_num_threads(1)
+    seed_everything(seed)
+    V = PAPER_VOCAB_SIZES["en"]
+    tokenizer = GraphemeTokenizer("en", [chr(0x21 + i) for i in range((V - 1) // 2)],
+                                  normalize=False)
+    model = build("mono", {"en": V}, "demo").eval()
+    with torch.no_grad():  # logits that vary with the frame and the labels, as trained ones do
+        model.joiner.enc_proj.weight.mul_(ENCODER_GAIN)
+        model.joiner.outputs[0].weight.mul_(SHARPEN)
+    cmvn = GlobalCMVN(dim=model.encoder.feature_dim)
+    cmvn.accumulate(torch.randn(400, cmvn.dim) * 3 + 5)  # features are scaled, not normalised
+    cmvn = cmvn.finalize()
+    audio, _ = spoken_with_pauses()
+    audio = audio.astype(np.float32)
+    seconds = len(audio) / 16000
+    target = sum(len(s.replace(" ", "")) for s in SENTENCES)
+    piece = 1600
+    blank_bias = float(model.joiner.outputs[0].bias[0].detach())
+    search = SearchConfig(method, beam, max_symbols)
+
+    def ours(offset: float, onnx: bool) -> RnntRecognizer:
+        with torch.no_grad():
+            model.joiner.outputs[0].bias[0] = blank_bias + offset
+        rec = RnntRecognizer(model, {"en": tokenizer}, cmvn, search=search, chunk_frames=chunk)
+        return rec.onnx(threads=1) if onnx else rec
+
+    def run_ours(rec: RnntRecognizer) -> tuple[int, float]:
+        start = time.process_time()
+        stream = rec.stream()
+        for at in range(0, len(audio), piece):
+            stream.accept_waveform(audio[at:at + piece])
+        labels = len(stream.finish().text.replace(" ", ""))
+        return labels, time.process_time() - start
+
+    with tempfile.TemporaryDirectory() as tmp:
+        def peer(offset: float):
+            with torch.no_grad():
+                model.joiner.outputs[0].bias[0] = blank_bias + offset
+            files = sherpa_peer.export_lstm_transducer(model, list(tokenizer.symbols),
+                                                       Path(tmp), chunk=chunk, seed=seed)
+            return sherpa_peer.recognizer(files, beam=beam, threads=1)
+
+        ours_offset, ours_labels = _offset_for(lambda o: run_ours(ours(o, False))[0], target)
+        peer_offset, peer_labels = _offset_for(
+            lambda o: len(sherpa_peer.decode(peer(o), audio, piece)[0]), target)
+        rec, srec = ours(ours_offset, True), peer(peer_offset)
+        timed = _TimedNetworks(rec.networks.prediction_joint)
+        times: dict[str, list[float]] = {"speechlab": [], "sherpa": [], "predictor": []}
+        run_ours(rec), sherpa_peer.decode(srec, audio, piece)  # warm-up
+        for _ in range(repeats):
+            times["speechlab"].append(run_ours(rec)[1])
+            times["sherpa"].append(sherpa_peer.decode(srec, audio, piece)[1])
+        # the prediction network's share, in separate decodes (its timers cost a little)
+        rec = RnntRecognizer(model, {"en": tokenizer}, cmvn, search=search, chunk_frames=chunk,
+                             networks=dataclasses.replace(rec.networks, prediction_joint=timed))
+        for _ in range(repeats):
+            timed.seconds, timed.steps = 0.0, 0.0
+            total = run_ours(rec)[1]
+            times["predictor"].append(timed.steps / total)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "settings": {"method": method, "beam": beam, "max_symbols": max_symbols, "repeats": repeats, "seed": seed,
+                     "chunk_frames": chunk, "piece_samples": piece, "seconds": seconds,
+                     "vocab": V, "preset": "demo", "threads": 1},
+        "target_labels": target,
+        "labels": {"speechlab": ours_labels, "sherpa": peer_labels},
+        "blank_offset": {"speechlab": ours_offset, "sherpa": peer_offset},
+        "rtf": {"speechlab": med["speechlab"] / seconds, "sherpa": med["sherpa"] / seconds},
+        "ratio": med["speechlab"] / med["sherpa"],
+        "predictor_share": med["predictor"],
+        "ratio_without_predictor": med["speechlab"] * (1 - med["predictor"]) / med["sherpa"],
+    }
+
+
+def sherpa_both(beam: int, max_symbols: int, repeats: int, seed: int) -> dict[str, object]:
+    """The comparison with speechlab's modified beam search (sherpa-onnx's own search: the
+    target's) and with its default search (``beam``)."""
+    return {method: sherpa_comparison(beam, max_symbols, repeats, seed, method=method)
+            for method in ("modified_beam", "beam")}
+
+
+def print_sherpa(both: dict[str, object]) -> None:
+    res, std = both["modified_beam"], both["beam"]
+    rtf, labels, st = res["rtf"], res["labels"], res["settings"]
+    print(f"sherpa-onnx comparison ({st['seconds']:.1f} s of espeak-ng speech in 100 ms pieces, "
+          f"one language, {st['vocab']} labels, demo sizes, beam {st['beam']}, 1 thread, fbank "
+          "included):")
+    print(f"  modified beam search on both: speechlab (ONNX) RTF {rtf['speechlab']:.4f} "
+          f"({labels['speechlab']} labels), sherpa-onnx RTF {rtf['sherpa']:.4f} "
+          f"({labels['sherpa']} labels; {res['target_labels']} graphemes spoken)")
+    ok = res["ratio"] <= MAX_SHERPA_RATIO
+    print(f"sherpa ratio {res['ratio']:.2f}x (speechlab / sherpa-onnx, the same search; target "
+          f"<= {MAX_SHERPA_RATIO:g}x {'ok' if ok else 'MISSED'}); {1 / res['ratio']:.2f}x the "
+          f"other way; without speechlab's stateful prediction network "
+          f"({res['predictor_share']:.0%} of its time) {res['ratio_without_predictor']:.2f}x")
+    print(f"  speechlab's default search (beam: a label keeps its frame, up to "
+          f"{std['settings']['max_symbols']} a frame) RTF {std['rtf']['speechlab']:.4f}: "
+          f"{std['ratio']:.2f}x sherpa-onnx's modified beam search; without the stateful "
+          f"prediction network ({std['predictor_share']:.0%}) "
+          f"{std['ratio_without_predictor']:.2f}x")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=4.0)
@@ -229,7 +406,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="demo", choices=sorted(PRESETS),
                    help="model sizes (asr.rnnt.presets); fast: the causal Transformer encoder")
     p.add_argument("--json", type=Path, default=None, help="also write the results here")
+    p.add_argument("--sherpa", action="store_true",
+                   help="also compare with sherpa-onnx on a same-size model (module doc)")
+    p.add_argument("--sherpa-only", action="store_true",
+                   help="only the sherpa-onnx comparison")
     a = p.parse_args(argv)
+    if a.sherpa or a.sherpa_only:
+        try:
+            import sherpa_onnx  # noqa: F401
+        except ImportError:
+            p.error("--sherpa needs sherpa-onnx: pip install -e '.[bench]'")
+    if a.sherpa_only:
+        res = {"sherpa": sherpa_both(a.beam, a.max_symbols, max(a.repeats, 5), a.seed)}
+        print_sherpa(res["sherpa"])
+        if a.json:
+            atomic_write_json(a.json, res)
+        return 0
     res = run(a.seconds, a.method, a.beam, a.max_symbols, a.chunk_frames, a.tau, a.s_th,
               a.lid_bias, a.repeats, a.seed, a.preset)
     print(f"streaming LID-free decode, {a.preset} preset, 4 decoders, {a.method} (beam {a.beam}), "
@@ -266,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
                           for k, v in ms.items())
               + f"; lowest with/without ratio at tau={a.tau:g}: x{sc['floor']:.2f} (the "
               f"search's Python free: x{sc['floor_networks']:.2f})")
+    if a.sherpa:
+        res["sherpa"] = sherpa_both(a.beam, a.max_symbols, max(a.repeats, 5), a.seed)
+        print_sherpa(res["sherpa"])
     if a.json:
         atomic_write_json(a.json, res)
     else:

@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, list[str]] = {
     "rnnt_loss": [],
     "graph_loss": [],
-    "rnnt_decode": [],
+    # with the same-size comparison against sherpa-onnx (the bench extra; about 2 minutes)
+    "rnnt_decode": ["--sherpa"],
     "corpus_speed": [],
     "local_attention": [],
     # about 1-2 minutes: Big SALAD vs. Big RNN latency up to 35 s of speech

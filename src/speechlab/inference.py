@@ -496,8 +496,8 @@ def add_commands(sub: Any) -> None:
                         "own, else torch; onnx exports a PyTorch model's graphs in memory)")
     t.add_argument("--beam", type=int, default=None, help="search beam (model's default)")
     t.add_argument("--method", default=None,
-                   help="search: beam/greedy (RNN-T), viterbi/prefix (CTC topologies), "
-                        "greedy/lm (wav2vec 2.0)")
+                   help="search: beam/greedy/modified_beam (RNN-T), viterbi/prefix (CTC "
+                        "topologies), greedy/lm (wav2vec 2.0)")
     add_device_options(t, precision=False)
     t.add_argument("--lm", action="append", default=None, metavar="[LANG=]ARPA",
                    help="RNN-T: fuse a token n-gram LM (speechlab rnnt lm makes one) into the "

@@ -15,6 +15,7 @@ or a silently wrong batch hours into training. Cases detected:
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,13 +129,18 @@ def check_finite(samples: np.ndarray, loc: str, sample_rate: int | None = None) 
     reach beyond :data:`MAX_PEAK` in magnitude (float audio lies within [-1, 1]; samples of
     1e30 overflow the features into NaN, and int16 values passed as floats are 32768x too
     loud): refused, not normalised, so a caller learns that its audio is wrongly scaled."""
-    bad = ~np.isfinite(samples)
+    if not samples.size:
+        return
+    # The extremes first: two passes that allocate nothing, and NaN or inf shows in them.
+    low, high = float(samples.min()), float(samples.max())
+    bad = np.zeros(0, dtype=bool) if math.isfinite(low) and math.isfinite(high) \
+        else ~np.isfinite(samples)
     if bad.any():
         first = int(np.flatnonzero(bad.reshape(len(samples), -1).any(axis=1))[0])
         at = f" (at {first / sample_rate:.3f} s)" if sample_rate else ""
         raise DataError(f"{loc}: {int(bad.sum())} non-finite sample value(s) (NaN or inf), the "
                         f"first at sample {first}{at}; re-create the audio or drop it")
-    peak = float(np.abs(samples).max()) if samples.size else 0.0
+    peak = max(-low, high)
     if peak > MAX_PEAK:
         raise DataError(f"{loc}: samples reach {peak:.3g} in magnitude; audio as floats lies "
                         f"within [-1, 1] (at most {MAX_PEAK:g} is accepted): scale it (int16 "

@@ -43,7 +43,7 @@ def random_chunks(T, rng):
 
 
 @pytest.mark.parametrize("variant,lang", [("mono", None), ("onehot", "hi"), ("multisoftmax_lid", "en")])
-@pytest.mark.parametrize("method", ["greedy", "beam"])
+@pytest.mark.parametrize("method", ["greedy", "beam", "modified_beam"])
 def test_streaming_equals_full(variant, lang, method):
     model = sharp_model(variant)
     cfg = SearchConfig(method, 3, 2)

@@ -217,7 +217,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("wavs", nargs="+", type=Path)
     d.add_argument("--language", default=None, help="spoken language (omit for LID-free decoding)")
     d.add_argument("--chunk-ms", type=float, default=300.0, help="streaming chunk length")
-    d.add_argument("--method", default="beam", help="greedy | beam")
+    d.add_argument("--method", default="beam", help="greedy | beam | modified_beam")
     d.add_argument("--beam", type=int, default=4)
     d.add_argument("--tau", type=float, default=math.inf, help="early stopping: frames before switching off")
     d.add_argument("--s-th", dest="s_th", type=float, default=math.inf, help="early stopping margin")

@@ -108,7 +108,7 @@ class RNNTConfig:
 
 #: The searches of :data:`speechlab.asr.rnnt.search.SEARCHES`, by name (this module is below
 #: the search, so it lists the names; a test keeps the two in step).
-SEARCH_METHODS = ("greedy", "beam")
+SEARCH_METHODS = ("greedy", "beam", "modified_beam")
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,7 @@ class SearchConfig:
 
     ``max_symbols_per_frame`` bounds the labels emitted on one encoder frame (after that the
     search takes blank), which keeps decoding time linear in the number of frames.
+    ``modified_beam`` emits at most one label a frame whatever it says (the search's doc).
     """
 
     method: str = "beam"

@@ -282,6 +282,15 @@ class _OnnxEncoder:
     model: RNNT
     lid: bool
 
+    @property
+    def _run(self) -> Any:
+        """The graph's run on a feed it was checked to take (:func:`runner`), made once."""
+        run = self.__dict__.get("_runner")
+        if run is None:
+            run = self.__dict__["_runner"] = runner(
+                self.graph, [o.name for o in self.graph.get_outputs()])
+        return run
+
     def __call__(self, feats: Tensor, state: Any) -> tuple[Tensor, Tensor | None, Any]:
         """feats (T, F) -> the chunk's frames (T', J), LID logits or None, the new state."""
         if feats.shape[0] == 0:
@@ -291,7 +300,7 @@ class _OnnxEncoder:
                 **{name: getattr(state, name) for name in names}}
         if state.cond is not None:
             feed["cond"] = state.cond
-        out = self.graph.run(None, feed)
+        out = self._run(feed)
         lid = torch.from_numpy(out[1][0]) if self.lid else None
         return torch.from_numpy(out[0][0]), lid, type(state)(*out[-len(names):], state.cond)
 

@@ -73,7 +73,7 @@ class RnntRecognizer(ModelBase):
     streaming = True
     family = FAMILY
     title = "a multi-softmax RNN-T"
-    methods = ("beam", "greedy")
+    methods = ("beam", "greedy", "modified_beam")
 
     def __init__(self, model: RNNT, tokenizers: Mapping[str, GraphemeTokenizer], cmvn: GlobalCMVN,
                  fbank: FbankConfig = FbankConfig(), search: SearchConfig = SearchConfig(),
@@ -376,6 +376,7 @@ class RnntStream:
         self.rec = rec
         self.language = language
         self._fbank = knf.OnlineFbank(knf_options(rec.fbank))
+        self._cmvn = (rec.cmvn.mean.numpy(), rec.cmvn.std.numpy())
         self._taken = 0  # feature frames handed on so far
         self._buffer: list[np.ndarray] = []
         self.lid_free = language is None and rec.lid_free
@@ -408,9 +409,10 @@ class RnntStream:
                 if language in rec.lms:
                     dec.search.fuse(i, rec.lms[language])
             return dec
-        # a pooled model without a one-hot, or a one-language model, needs no language
-        lang = self.language if model.spec.lang_onehot or not (
-            model.spec.union_vocab or len(rec.languages) == 1) else None
+        # a pooled model without a one-hot, or a mono model, needs no language; a model with
+        # one output layer or one-hot per language does (its one language, if it has one)
+        lang = (self.language or rec.languages[0]) if (
+            model.spec.lang_onehot or model.spec.lang_output) else None
         decoder = StreamingDecoder(rec.networks, lang, self._search)
         graph = self.context.get(self.language or rec.languages[0])
         if graph is not None:
@@ -442,10 +444,10 @@ class RnntStream:
             full = self._segment_frames()
             if self._energy and len(self._energy) + len(take) > full:
                 self._end_segment()  # this chunk would take the segment past its length
-            raw = np.stack(take).astype(np.float32)
-            feats = torch.from_numpy(raw)
-            feats = self.rec.cmvn(feats[None], torch.tensor([len(take)]))[0][0]
-            self._decoder.accept(feats)
+            raw = np.stack(take).astype(np.float32, copy=False)
+            # the CMVN's (x - mean) / std, as its module computes it, without torch's dispatch
+            mean, std = self._cmvn
+            self._decoder.accept(torch.from_numpy((raw - mean) / std))
             self._energy += raw.mean(axis=1).tolist()
             if len(self._energy) >= 0.75 * full and np.mean(self._energy[-len(take):]) <= \
                     np.quantile(self._energy, 0.2):

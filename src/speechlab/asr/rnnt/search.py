@@ -11,6 +11,13 @@ cached by label prefix: a prefix reached again (two alignments of the same label
 nothing. Python only keeps the
 bookkeeping: which label sequences are alive and their scores.
 
+``modified_beam`` (:class:`ModifiedBeamSearch`) is the search icefall and sherpa-onnx call
+modified beam search: a label *consumes* its frame, so a frame is one joint step for the beam's
+hypotheses, ranked over every (hypothesis, label or blank) pair at once, and one
+prediction-network step for those that emitted; at most one label a frame, whatever
+``max_symbols_per_frame`` says. It costs about half of ``beam`` a frame (one joint step and
+one ranking) and can drop a label where speech has more labels than frames.
+
 Beam search is time-synchronous with label-prefix merging (in the spirit of Saon et al. 2020,
 ref. [9] of the multi-softmax paper): on each frame, hypotheses either take blank (they have
 consumed the frame) or emit a label and stay on it, at most ``max_symbols_per_frame`` times.
@@ -32,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import numba
 import numpy as np
 import torch
 from torch import Tensor
@@ -49,6 +57,7 @@ from speechlab.search.context import ContextGraph
 SEARCHES: dict[str, Callable[[SearchConfig], int]] = {
     "greedy": lambda cfg: 1,
     "beam": lambda cfg: cfg.beam,
+    "modified_beam": lambda cfg: cfg.beam,
 }
 
 
@@ -192,6 +201,11 @@ class Scorer(Protocol):
         ``decoders[i]``), and their :meth:`log_probs` on ``frames``: a label
         hypothesis stays on its frame, so its next joint step is always on the same frame
         (one call of the networks' work where they can fuse it)."""
+        ...
+
+    def predict(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
+                ) -> list[int]:
+        """:meth:`extend` without the joint step: the rows after feeding ``tokens[i]``."""
         ...
 
     def compact(self, beams: list[Beam]) -> list[Beam]:
@@ -371,6 +385,108 @@ class TransducerSearch:
         return out
 
 
+@numba.njit(cache=True, nogil=True)
+def _best_pairs(lp: np.ndarray, scores: np.ndarray, vocab: int, k: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best pairs (i, v), v < ``vocab``, by ``scores[i] + lp[i, v]`` (float64), best
+    first, ties by position (``i * vocab + v``, as a stable sort of all pairs): their positions
+    and totals. One pass, each pair tried against the worst kept: a beam's few rows cost
+    less so than any sort of them."""
+    k = min(k, lp.shape[0] * vocab)
+    pos = np.empty(k, np.int64)
+    val = np.empty(k, np.float64)
+    m = 0
+    for i in range(lp.shape[0]):
+        s = scores[i]
+        for v in range(vocab):
+            x = s + np.float64(lp[i, v])
+            if m < k:
+                p = m
+                m += 1
+            elif x > val[k - 1]:
+                p = k - 1
+            else:
+                continue
+            while p > 0 and val[p - 1] < x:
+                val[p] = val[p - 1]
+                pos[p] = pos[p - 1]
+                p -= 1
+            val[p] = x
+            pos[p] = i * vocab + v
+    return pos[:m], val[:m]
+
+
+class ModifiedBeamSearch(TransducerSearch):
+    """Modified beam search (module doc): on each frame every hypothesis of a decoder's beam
+    takes blank or one label, the ``beam`` best of all those pairs are kept, pairs reaching the
+    same label sequence merged by log-add, and the frame is consumed. With ``beam=1`` it is
+    greedy search with one label a frame."""
+
+    def step(self, beams: list[Beam], frames: Tensor, t: int,
+             running: Sequence[bool] | None = None) -> list[Beam]:
+        live = range(len(beams)) if running is None else [d for d, r in enumerate(running) if r]
+        if not live:
+            return list(beams)
+        blank, beam, sizes, seqs = self.scorer.blank, self.beam, self.scorer.vocab_sizes, self.seqs
+        if len(live) == 1:  # one decoder (a language given): its hypotheses, no grouping
+            (d,) = live
+            hyps = [(d, h) for h in beams[d].values()]
+            decoders = [d] * len(hyps)
+        else:
+            hyps = [(d, h) for d in live for h in beams[d].values()]
+            decoders = [d for d, _ in hyps]
+        lp_np = self.scorer.log_probs(frames, [h.row for _, h in hyps], decoders).numpy()
+        if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
+            lp_np = lp_np.copy()
+            for i, (d, h) in enumerate(hyps):
+                delta = np.zeros(sizes[d], dtype=np.float32)
+                graph = self.context.get(d)
+                if graph is not None:
+                    delta += graph.deltas(self._state(d, h.key), sizes[d])
+                lm = self.lms.get(d)
+                if lm is not None:
+                    delta += lm.deltas(self._lm_state(d, h.key), sizes[d])
+                delta[blank] = 0.0
+                lp_np[i, : sizes[d]] += delta
+        out = list(beams)
+        # (decoder, kept hypothesis) of every label pair kept: they need a prediction step
+        emitted: list[tuple[int, list]] = []
+        first = 0
+        for d in live:
+            last = first + len(beams[d])
+            V = sizes[d]
+            scores = np.array([h.score for _, h in hyps[first:last]])
+            top, totals = _best_pairs(lp_np[first:last], scores, V, beam)
+            kept: dict[int, list] = {}  # label sequence -> [score, node, row, key, parent row]
+            for j, score in zip(top.tolist(), totals.tolist()):
+                i, v = divmod(j, V)
+                h = hyps[first + i][1]
+                if v == blank:
+                    key, node, row = h.key, h.node, h.row
+                else:
+                    key, node, row = seqs.child(h.key, v), seqs.emitted(h.node, t), -1
+                old = kept.get(key)
+                if old is None:
+                    kept[key] = new = [score, node, row, key, h.row]
+                    if row < 0:
+                        emitted.append((d, new))
+                else:  # log-add, keeping the alignment (and row) of the more probable
+                    old[0] = log_add(old[0], score)
+            out[d] = kept  # made into hypotheses below, once the rows are known
+            first = last
+        if emitted:
+            rows = self.scorer.predict([h[4] for _, h in emitted],
+                                       [seqs.last_label(h[3]) for _, h in emitted],
+                                       [d for d, _ in emitted])
+            for (_, h), row in zip(emitted, rows):
+                h[2] = row
+        for d in live:
+            out[d] = {key: Hyp(key, h[0], h[1], h[2], seqs) for key, h in out[d].items()}
+        return out
+
+
+
+
 def best(beam: Beam) -> Hyp:
     """The most probable hypothesis of a beam (the first of equals)."""
     if not beam:
@@ -464,6 +580,21 @@ class TransducerScorer:
                 self._cache[keys[i]] = row
         return out, self.networks.log_probs(frames, decs, self._proj[rows_of(out)], slots)
 
+    def predict(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
+                ) -> list[int]:
+        keys = list(zip(rows, tokens))
+        out = [self._cache.get(key, -1) for key in keys]
+        todo = [i for i, r in enumerate(out) if r < 0]
+        if todo:
+            parent = rows_of([rows[i] for i in todo])
+            slots = self._slots[rows_of([decoders[i] for i in todo])]
+            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]), slots,
+                                            self._h[:, parent], self._c[:, parent])
+            for i, row in zip(todo, self._append(proj, h, c)):
+                out[i] = row
+                self._cache[keys[i]] = row
+        return out
+
     def compact(self, beams: list[Beam]) -> list[Beam]:
         """Keep only the rows the beams use (a long stream would otherwise keep every prefix
         it ever saw); returns the beams with their rows renumbered."""
@@ -491,8 +622,8 @@ def search_for(networks: PredictionJoint | RNNT, languages: Sequence[str | None]
                cfg: SearchConfig) -> TransducerSearch:
     """The search ``cfg`` asks for over one decoder per ``languages`` entry, on ``networks``
     (a PyTorch model's, when given the model)."""
-    return TransducerSearch(TransducerScorer(networks, languages), beam_width(cfg),
-                            cfg.max_symbols_per_frame)
+    kind = ModifiedBeamSearch if cfg.method == "modified_beam" else TransducerSearch
+    return kind(TransducerScorer(networks, languages), beam_width(cfg), cfg.max_symbols_per_frame)
 
 
 def _row_languages(language: Language, batch: int) -> list[str | None]:
