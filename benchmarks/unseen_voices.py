@@ -14,7 +14,7 @@ most 2x its in-domain WER and at most 50%; on espeak-ng speech at most 10% relat
 the espeak-only model.
 
     python benchmarks/unseen_voices.py --varied exp/shipped-topologies \\
-        --espeak exp/shipped-espeak [--utterances 0] [--json out.json]
+        --espeak exp/shipped-espeak [--models en_S1-T1 ...] [--utterances 0] [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ def _cuts(run: Path, split: str, language: str, n: int) -> list:
         return []
     cuts = [c for c in CutSet.from_file(path) if c.supervisions[0].language == language]
     return cuts[:n] if n else cuts
+
+
+def names_in(run: Path) -> set[str]:
+    return {d.name for d in (run / "models").iterdir() if d.is_dir()}
 
 
 def _wer(model, cuts: list) -> float | None:
@@ -61,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--varied", type=Path, required=True, help="run of the shipped recipe")
     p.add_argument("--espeak", type=Path, required=True, help="run of its espeak-only twin")
     p.add_argument("--utterances", type=int, default=0, help="per set and language (0: all)")
+    p.add_argument("--models", nargs="*", default=None,
+                   help="only these models (default: every one trained in both runs)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    names = sorted({d.name for d in (args.varied / "models").iterdir() if d.is_dir()}
-                   & {d.name for d in (args.espeak / "models").iterdir() if d.is_dir()})
+    names = sorted(names_in(args.varied) & names_in(args.espeak)
+                   & set(args.models or names_in(args.varied)))
     if not names:
         print("no model trained in both runs", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from speechlab.asr.rnnt.search import (ModifiedBeamSearch, StreamingDecoder, _be
                                        decode)
 
 from test_rnnt_search import PlantedScorer
+from test_rnnt_search import search as planted_search
 
 
 class Planted(PlantedScorer):
@@ -46,13 +47,7 @@ def brute_force(scorer, T):
 
 
 def search(scorer, T, beam=4, running=None):
-    s = ModifiedBeamSearch(scorer, beam, 3)
-    beams = s.start()
-    D = len(scorer.vocab_sizes)
-    for t in range(T):
-        beams = s.step(beams, torch.full((D, 1), float(t)), t,
-                       None if running is None else running(t))
-    return beams
+    return planted_search(scorer, T, beam, 3, running, kind=ModifiedBeamSearch)
 
 
 @pytest.mark.parametrize("seed", range(3))

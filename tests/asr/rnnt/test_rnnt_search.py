@@ -80,9 +80,10 @@ def brute_force(scorer, T, max_symbols):
     return totals
 
 
-def search(scorer, T, beam=4, max_symbols=2, running=None):
-    """Every decoder of ``scorer`` searched over frames 0..T-1; the beams."""
-    s = TransducerSearch(scorer, beam, max_symbols)
+def search(scorer, T, beam=4, max_symbols=2, running=None, kind=TransducerSearch):
+    """Every decoder of ``scorer`` searched over frames 0..T-1 by a ``kind`` search; the
+    beams."""
+    s = kind(scorer, beam, max_symbols)
     beams = s.start()
     D = len(scorer.vocab_sizes)
     for t in range(T):

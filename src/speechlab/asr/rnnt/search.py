@@ -283,6 +283,12 @@ class TransducerSearch:
         return [{id_of[k]: Hyp(id_of[k], h.score, node_of[h.node], h.row, self.seqs)
                  for k, h in b.items()} for b in beams]
 
+    def run(self, beams: list[Beam], frames: Tensor, t: int) -> list[Beam]:
+        """Frames ``t, t+1, ...`` of every decoder: frames (T, D, J)."""
+        for i in range(frames.shape[0]):
+            beams = self.step(beams, frames[i], t + i)
+        return beams
+
     def step(self, beams: list[Beam], frames: Tensor, t: int,
              running: Sequence[bool] | None = None) -> list[Beam]:
         """Consume encoder frame ``t`` (frames (D, J): each decoder's projection of it) in
@@ -420,71 +426,96 @@ class ModifiedBeamSearch(TransducerSearch):
     """Modified beam search (module doc): on each frame every hypothesis of a decoder's beam
     takes blank or one label, the ``beam`` best of all those pairs are kept, pairs reaching the
     same label sequence merged by log-add, and the frame is consumed. With ``beam=1`` it is
-    greedy search with one label a frame."""
+    greedy search with one label a frame.
+
+    Between frames a decoder's hypotheses are plain lists ``[score, node, row, key]``
+    (:meth:`_frame`); :meth:`step` makes them :class:`Hyp` beams after each frame, :meth:`run`
+    only after the last frame of a chunk."""
 
     def step(self, beams: list[Beam], frames: Tensor, t: int,
              running: Sequence[bool] | None = None) -> list[Beam]:
-        live = range(len(beams)) if running is None else [d for d, r in enumerate(running) if r]
+        live = list(range(len(beams))) if running is None else \
+            [d for d, r in enumerate(running) if r]
         if not live:
             return list(beams)
+        hyps = self._frame({d: _plain(beams[d]) for d in live}, frames, t)
+        out = list(beams)
+        for d, kept in hyps.items():
+            out[d] = self._beam(kept)
+        return out
+
+    def run(self, beams: list[Beam], frames: Tensor, t: int) -> list[Beam]:
+        """Frames ``t, t+1, ...`` of every decoder: frames (T, D, J)."""
+        hyps = {d: _plain(b) for d, b in enumerate(beams)}
+        for i in range(frames.shape[0]):
+            hyps = self._frame(hyps, frames[i], t + i)
+        return [self._beam(hyps[d]) for d in range(len(beams))]
+
+    def _beam(self, hyps: list[list]) -> Beam:
+        seqs = self.seqs
+        return {h[3]: Hyp(h[3], h[0], h[1], h[2], seqs) for h in hyps}
+
+    def _frame(self, hyps: dict[int, list[list]], frames: Tensor, t: int
+               ) -> dict[int, list[list]]:
+        """One frame of the decoders in ``hyps`` (decoder -> its hypotheses, in beam order)."""
         blank, beam, sizes, seqs = self.scorer.blank, self.beam, self.scorer.vocab_sizes, self.seqs
-        if len(live) == 1:  # one decoder (a language given): its hypotheses, no grouping
-            (d,) = live
-            hyps = [(d, h) for h in beams[d].values()]
-            decoders = [d] * len(hyps)
-        else:
-            hyps = [(d, h) for d in live for h in beams[d].values()]
-            decoders = [d for d, _ in hyps]
-        lp_np = self.scorer.log_probs(frames, [h.row for _, h in hyps], decoders).numpy()
+        rows, decoders = [], []
+        for d, hs in hyps.items():
+            rows += [h[2] for h in hs]
+            decoders += [d] * len(hs)
+        lp_np = self.scorer.log_probs(frames, rows, decoders).numpy()
         if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
             lp_np = lp_np.copy()
-            for i, (d, h) in enumerate(hyps):
-                delta = np.zeros(sizes[d], dtype=np.float32)
-                graph = self.context.get(d)
-                if graph is not None:
-                    delta += graph.deltas(self._state(d, h.key), sizes[d])
-                lm = self.lms.get(d)
-                if lm is not None:
-                    delta += lm.deltas(self._lm_state(d, h.key), sizes[d])
-                delta[blank] = 0.0
-                lp_np[i, : sizes[d]] += delta
-        out = list(beams)
-        # (decoder, kept hypothesis) of every label pair kept: they need a prediction step
-        emitted: list[tuple[int, list]] = []
+            i = 0
+            for d, hs in hyps.items():
+                for h in hs:
+                    delta = np.zeros(sizes[d], dtype=np.float32)
+                    graph = self.context.get(d)
+                    if graph is not None:
+                        delta += graph.deltas(self._state(d, h[3]), sizes[d])
+                    lm = self.lms.get(d)
+                    if lm is not None:
+                        delta += lm.deltas(self._lm_state(d, h[3]), sizes[d])
+                    delta[blank] = 0.0
+                    lp_np[i, : sizes[d]] += delta
+                    i += 1
+        out: dict[int, list[list]] = {}
+        # kept label pairs, [score, node, row, key, parent row]: they need a prediction step
+        emitted: list[list] = []
+        emitted_by: list[int] = []
         first = 0
-        for d in live:
-            last = first + len(beams[d])
-            V = sizes[d]
-            scores = np.array([h.score for _, h in hyps[first:last]])
-            top, totals = _best_pairs(lp_np[first:last], scores, V, beam)
-            kept: dict[int, list] = {}  # label sequence -> [score, node, row, key, parent row]
+        for d, hs in hyps.items():
+            V, last = sizes[d], first + len(hs)
+            top, totals = _best_pairs(lp_np[first:last], np.array([h[0] for h in hs]), V, beam)
+            kept: dict[int, list] = {}  # label sequence -> its hypothesis
             for j, score in zip(top.tolist(), totals.tolist()):
                 i, v = divmod(j, V)
-                h = hyps[first + i][1]
+                _, node, row, key = hs[i][:4]
                 if v == blank:
-                    key, node, row = h.key, h.node, h.row
+                    new = [score, node, row, key]
                 else:
-                    key, node, row = seqs.child(h.key, v), seqs.emitted(h.node, t), -1
-                old = kept.get(key)
+                    new = [score, seqs.emitted(node, t), -1, seqs.child(key, v), row]
+                old = kept.get(new[3])
                 if old is None:
-                    kept[key] = new = [score, node, row, key, h.row]
-                    if row < 0:
-                        emitted.append((d, new))
+                    kept[new[3]] = new
+                    if v != blank:
+                        emitted.append(new)
+                        emitted_by.append(d)
                 else:  # log-add, keeping the alignment (and row) of the more probable
                     old[0] = log_add(old[0], score)
-            out[d] = kept  # made into hypotheses below, once the rows are known
+            out[d] = list(kept.values())
             first = last
         if emitted:
-            rows = self.scorer.predict([h[4] for _, h in emitted],
-                                       [seqs.last_label(h[3]) for _, h in emitted],
-                                       [d for d, _ in emitted])
-            for (_, h), row in zip(emitted, rows):
+            new_rows = self.scorer.predict([h[4] for h in emitted],
+                                           [seqs.last_label(h[3]) for h in emitted], emitted_by)
+            for h, row in zip(emitted, new_rows):
                 h[2] = row
-        for d in live:
-            out[d] = {key: Hyp(key, h[0], h[1], h[2], seqs) for key, h in out[d].items()}
         return out
 
 
+def _plain(beam: Beam) -> list[list]:
+    """A beam's hypotheses as :class:`ModifiedBeamSearch` keeps them between frames."""
+    return [[h.score, h.node, h.row, h.key] for h in beam.values()]
 
 
 def best(beam: Beam) -> Hyp:
@@ -677,8 +708,7 @@ class StreamingDecoder:
     def accept(self, feats: Tensor) -> tuple[int, ...]:
         """feats (T,F) the next chunk -> the best partial label sequence so far."""
         enc_proj, _, self.state = self.networks.encoder(feats, self.state)
-        for t in range(enc_proj.shape[0]):
-            self.beams = self.search.step(self.beams, enc_proj[t][None], self.frames + t)
+        self.beams = self.search.run(self.beams, enc_proj[:, None], self.frames)
         self.frames += enc_proj.shape[0]
         if self.search.scorer.rows > 64 * max(1, sum(len(b) for b in self.beams)):
             self.beams = self.search.compact(self.beams)
