@@ -155,6 +155,19 @@ def test_nbest_and_confidence_over_http_and_websocket(server):
     assert status == 400 and "nbest must be" in got["error"]
 
 
+def test_a_request_chooses_among_the_models_searches(server):
+    want = post(server.url, "/api/transcribe?model=tones", server.wav.read_bytes())[1]["text"]
+    for method in ("greedy", "modified_beam"):
+        status, got = post(server.url, f"/api/transcribe?model=tones&method={method}",
+                           server.wav.read_bytes())
+        assert status == 200 and got["text"] == want == "the fox"
+        assert stream_file(server, "tones", server.wav, query=f"&method={method}")[-1]["text"] \
+            == want
+    status, got = post(server.url, "/api/transcribe?model=tones&method=exhaustive",
+                       server.wav.read_bytes())
+    assert status == 400 and "method 'exhaustive'" in got["error"], got
+
+
 def test_early_stopping_switches_decoders_off_and_bad_settings_are_refused(server):
     messages = stream_file(server, "tones", server.wav, query="&tau=10&s_th=1")
     partials = [m for m in messages if m["type"] == "partial"]

@@ -112,10 +112,13 @@ class ServedModel:
         return "early_stop" in self.model.capabilities
 
     def options(self, query: Any) -> dict[str, Any]:
-        """``language``, ``tau``, ``s_th`` of a request's query string, checked as ``speechlab
-        transcribe`` checks its options (:func:`speechlab.contract.recognition_options`)."""
+        """``language``, ``method``, ``tau``, ``s_th``, ``languages``, ``nbest`` and the
+        hotwords of a request's query string, checked as ``speechlab transcribe`` checks its
+        options (:func:`speechlab.contract.recognition_options`). The beam is the model's: a
+        client may choose among a model's searches, not make one as wide as it likes."""
         return recognition_options(as_recognizer(self.model, self.name),
                                    language=query.get("language") or None,
+                                   method=query.get("method") or None,
                                    tau=query.get("tau"), s_th=query.get("s_th"),
                                    languages=query.get("languages"), nbest=query.get("nbest"),
                                    hotwords=query.get("hotwords"),
