@@ -411,10 +411,14 @@ class OnnxPredictionJoint:
 
     def log_probs(self, frames: Tensor, frame_of: np.ndarray, pred: np.ndarray,
                   slots: np.ndarray) -> Tensor:
-        (lp,) = self._joint({
-            "frames": np.ascontiguousarray(frames.numpy()), "frame_of": frame_of,
-            "pred": pred, "slots": slots})
-        return torch.from_numpy(lp)
+        return torch.from_numpy(self.log_probs_array(frames.numpy(), frame_of, pred, slots))
+
+    def log_probs_array(self, frames: np.ndarray, frame_of: np.ndarray, pred: np.ndarray,
+                        slots: np.ndarray) -> np.ndarray:
+        """:meth:`log_probs` on arrays, as the graph takes and gives them."""
+        (lp,) = self._joint({"frames": np.ascontiguousarray(frames), "frame_of": frame_of,
+                             "pred": pred, "slots": slots})
+        return lp
 
 
 def onnx_networks(model: RNNT, graphs: dict[str, bytes | Path], threads: int = 1

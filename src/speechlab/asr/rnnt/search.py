@@ -208,6 +208,11 @@ class Scorer(Protocol):
         """:meth:`extend` without the joint step: the rows after feeding ``tokens[i]``."""
         ...
 
+    def log_probs_array(self, frames: np.ndarray, rows: Sequence[int],
+                        decoders: Sequence[int]) -> np.ndarray:
+        """:meth:`log_probs` on frames (D, J) as an array, giving a float32 array."""
+        ...
+
     def compact(self, beams: list[Beam]) -> list[Beam]:
         """Forget the rows no hypothesis of ``beams`` uses; the beams with their rows
         renumbered."""
@@ -438,7 +443,7 @@ class ModifiedBeamSearch(TransducerSearch):
             [d for d, r in enumerate(running) if r]
         if not live:
             return list(beams)
-        hyps = self._frame({d: _plain(beams[d]) for d in live}, frames, t)
+        hyps = self._frame({d: _plain(beams[d]) for d in live}, frames.detach().numpy(), t)
         out = list(beams)
         for d, kept in hyps.items():
             out[d] = self._beam(kept)
@@ -447,23 +452,25 @@ class ModifiedBeamSearch(TransducerSearch):
     def run(self, beams: list[Beam], frames: Tensor, t: int) -> list[Beam]:
         """Frames ``t, t+1, ...`` of every decoder: frames (T, D, J)."""
         hyps = {d: _plain(b) for d, b in enumerate(beams)}
-        for i in range(frames.shape[0]):
-            hyps = self._frame(hyps, frames[i], t + i)
+        chunk = frames.detach().numpy()
+        for i in range(chunk.shape[0]):
+            hyps = self._frame(hyps, chunk[i], t + i)
         return [self._beam(hyps[d]) for d in range(len(beams))]
 
     def _beam(self, hyps: list[list]) -> Beam:
         seqs = self.seqs
         return {h[3]: Hyp(h[3], h[0], h[1], h[2], seqs) for h in hyps}
 
-    def _frame(self, hyps: dict[int, list[list]], frames: Tensor, t: int
+    def _frame(self, hyps: dict[int, list[list]], frames: np.ndarray, t: int
                ) -> dict[int, list[list]]:
-        """One frame of the decoders in ``hyps`` (decoder -> its hypotheses, in beam order)."""
+        """One frame (frames (D, J)) of the decoders in ``hyps`` (decoder -> its hypotheses,
+        in beam order)."""
         blank, beam, sizes, seqs = self.scorer.blank, self.beam, self.scorer.vocab_sizes, self.seqs
         rows, decoders = [], []
         for d, hs in hyps.items():
             rows += [h[2] for h in hs]
             decoders += [d] * len(hs)
-        lp_np = self.scorer.log_probs(frames, rows, decoders).numpy()
+        lp_np = self.scorer.log_probs_array(frames, rows, decoders)
         if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
             lp_np = lp_np.copy()
             i = 0
@@ -555,6 +562,8 @@ class TransducerScorer:
         self._c = np.empty((layers, 0, H), dtype=np.float32)
         self._size = 0
         self._cache: dict[tuple[int, int], int] = {}  # (parent row, label) -> row
+        self._decoder_index: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._log_probs_array = getattr(nets, "log_probs_array", None)
 
     def _append(self, proj: np.ndarray, h: np.ndarray, c: np.ndarray) -> list[int]:
         n = proj.shape[0]
@@ -585,6 +594,23 @@ class TransducerScorer:
     def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
         dec = rows_of(decoders)
         return self.networks.log_probs(frames, dec, self._proj[rows_of(rows)], self._slots[dec])
+
+    def log_probs_array(self, frames: np.ndarray, rows: Sequence[int],
+                        decoders: Sequence[int]) -> np.ndarray:
+        """:meth:`log_probs` of frames (D, J) as an array, as a float32 array: without
+        tensors where the networks take arrays (the ONNX graphs)."""
+        key = tuple(decoders)
+        index = self._decoder_index.get(key)
+        if index is None:  # each set of rows' decoders and slots, made once
+            dec = rows_of(decoders)
+            index = (dec, self._slots[dec])
+            if len(self._decoder_index) < 4096:
+                self._decoder_index[key] = index
+        dec, slots = index
+        pred = self._proj[rows_of(rows)]
+        if self._log_probs_array is not None:
+            return self._log_probs_array(frames, dec, pred, slots)
+        return self.networks.log_probs(torch.from_numpy(frames), dec, pred, slots).numpy()
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
                frames: Tensor) -> tuple[list[int], Tensor]:
