@@ -20,9 +20,6 @@ from test_rnnt_search import search as planted_search
 class Planted(PlantedScorer):
     """The planted scorer with the prediction step alone that modified beam search asks for."""
 
-    def log_probs_array(self, frames, rows, decoders):
-        return self.log_probs(torch.from_numpy(frames), rows, decoders).numpy()
-
     def predict(self, rows, tokens, decoders):
         for row, token, d in zip(rows, tokens, decoders):
             dec, prefix = self.prefixes[row]
@@ -174,3 +171,20 @@ def test_the_best_pairs_are_those_of_a_stable_sort():
         want = sorted(range(n * V), key=lambda j: -totals[j])[:k]  # stable: ties by position
         assert pos.tolist() == want
         assert val.tolist() == totals[want].tolist()
+
+
+def test_each_rows_best_labels_are_those_of_a_stable_sort():
+    from speechlab.asr.rnnt.search import _row_best
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n, V = int(rng.integers(1, 6)), int(rng.integers(2, 12))
+        lp = rng.standard_normal((n, V)).astype(np.float32)
+        lp[rng.random((n, V)) < 0.2] = -np.inf
+        lp[:, rng.integers(0, V)] = 0.25  # ties
+        k = int(rng.integers(1, V + 1))
+        vals, cols = _row_best(lp, k)
+        for i in range(n):
+            want = sorted(range(V), key=lambda v: -lp[i, v])[:k]
+            assert cols[i].tolist() == want
+            assert vals[i].tolist() == lp[i, want].tolist()

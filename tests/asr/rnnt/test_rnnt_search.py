@@ -48,6 +48,9 @@ class PlantedScorer:
         new = list(range(len(self.prefixes) - len(rows), len(self.prefixes)))
         return new, self.log_probs(frames, new, decoders)
 
+    def log_probs_array(self, frames, rows, decoders):
+        return self.log_probs(torch.from_numpy(frames), rows, decoders).numpy()
+
     def log_probs(self, frames, rows, decoders):
         out = torch.full((len(rows), max(self.vocab_sizes)), -math.inf, dtype=torch.float64)
         for i, (row, d) in enumerate(zip(rows, decoders)):

@@ -315,9 +315,11 @@ class TransducerSearch:
         active = [(d, [h.score, h.node, h.row, h.key, True])
                   for d in live for h in beams[d].values()]
         # (N, V_max) log P(label) of each active hypothesis on this frame
-        lp = self.scorer.log_probs(frames, [h[2] for _, h in active], [d for d, _ in active])
+        lp: Tensor | np.ndarray = self.scorer.log_probs_array(
+            frames.detach().numpy(), [h[2] for _, h in active], [d for d, _ in active])
         for s in range(self.max_symbols + 1):
-            lp_np = lp.detach().numpy()  # the same memory; small reads and writes cost less here
+            # the same memory as a tensor's; small reads and writes cost less in numpy
+            lp_np = lp if isinstance(lp, np.ndarray) else lp.detach().numpy()
             for (d, h), b in zip(active, lp_np[:, blank].tolist()):
                 score, times, row, tokens, _ = h
                 new = [score + b, times, row, tokens, True]
@@ -346,7 +348,7 @@ class TransducerSearch:
                     lm = self.lms.get(d)
                     if lm is not None:
                         lp_np[i, : sizes[d]] += lm.deltas(self._lm_state(d, h[3]), sizes[d])
-            vals, cols = lp.topk(min(beam, max(sizes) - 1), dim=1)
+            vals, cols = _row_best(lp_np, min(beam, max(sizes) - 1))
             vals, cols = vals.tolist(), cols.tolist()
             survivors: list[tuple[int, list]] = []
             first = 0  # the active hypotheses of decoder d are active[first:last]
@@ -394,6 +396,33 @@ class TransducerSearch:
                 done = [done[j] for j in _better([h[0] for h in done], beam)]
             out[d] = {h[3]: Hyp(h[3], h[0], h[1], h[2], seqs) for h in done}
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _row_best(lp: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` largest values, largest first, ties by column (``topk`` of a stable
+    sort): values (N, k) and their columns (N, k)."""
+    n, V = lp.shape
+    val = np.empty((n, k), lp.dtype)
+    col = np.empty((n, k), np.int64)
+    for i in range(n):
+        m = 0
+        for v in range(V):
+            x = lp[i, v]
+            if m < k:
+                p = m
+                m += 1
+            elif x > val[i, k - 1]:
+                p = k - 1
+            else:
+                continue
+            while p > 0 and val[i, p - 1] < x:
+                val[i, p] = val[i, p - 1]
+                col[i, p] = col[i, p - 1]
+                p -= 1
+            val[i, p] = x
+            col[i, p] = v
+    return val, col
 
 
 @numba.njit(cache=True, nogil=True)
