@@ -240,9 +240,10 @@ class Recognizer(Model, Protocol):
         ("early_stop" capability)."""
         ...
 
-    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+    def use_lm(self, language: str, arpa: Any, weight: float, bonus: float = 0.0) -> None:
         """Fuse the token n-gram LM ``arpa`` (a path or an ARPA LM over the model's tokens) into
-        ``language``'s search with ``weight`` from now on ("lm_fusion" capability)."""
+        ``language``'s search with ``weight`` and ``bonus`` per label from now on
+        ("lm_fusion" capability)."""
         ...
 
     @property
@@ -319,7 +320,7 @@ class ModelBase:
                s_th: float = math.inf, endpoint: EndpointConfig | None = None) -> Stream:
         raise ConfigError(f"{self.title} reads whole recordings and does not stream")
 
-    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+    def use_lm(self, language: str, arpa: Any, weight: float, bonus: float = 0.0) -> None:
         raise ConfigError(f"{self.title} takes no token LM for shallow fusion (it decodes with "
                           "the LM its package holds, or none)")
 

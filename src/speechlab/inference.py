@@ -256,8 +256,10 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
 LONG_INPUT_SECONDS = 30.0
 
 
-def _fuse_lms(model: Recognizer, specs: list[str] | None, weight: float) -> None:
-    """``--lm [LANG=]ARPA`` (repeatable) fused into the model's searches with ``--lm-weight``."""
+def _fuse_lms(model: Recognizer, specs: list[str] | None, weight: float,
+              bonus: float = 0.0) -> None:
+    """``--lm [LANG=]ARPA`` (repeatable) fused into the model's searches with ``--lm-weight``
+    and ``--lm-bonus``."""
     for spec in specs or []:
         if "lm_fusion" not in model.capabilities:
             raise ConfigError(f"--lm: {model.title} takes no token LM (shallow fusion is for the "
@@ -268,7 +270,7 @@ def _fuse_lms(model: Recognizer, specs: list[str] | None, weight: float) -> None
                 raise ConfigError(f"--lm {spec}: this model decodes "
                                   f"{', '.join(model.languages)}; say which with LANG=ARPA")
             language, arpa = model.languages[0], spec
-        model.use_lm(language, Path(arpa), weight)
+        model.use_lm(language, Path(arpa), weight, bonus)
 
 
 def _run_transcribe(args: Any) -> int:
@@ -286,7 +288,7 @@ def _run_transcribe(args: Any) -> int:
                                hotwords=args.hotwords, hotword_score=args.hotword_score,
                                flag="--")
     language = opts.pop("language")
-    _fuse_lms(model, args.lm, args.lm_weight)
+    _fuse_lms(model, args.lm, args.lm_weight, args.lm_bonus)
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
                           "the endpoint rules instead: give one of them")
@@ -505,6 +507,9 @@ def add_commands(sub: Any) -> None:
                         "model)")
     t.add_argument("--lm-weight", type=bounded(float, gt=0, le=10), default=0.3, metavar="W",
                    help="the fused LM's weight (default 0.3)")
+    t.add_argument("--lm-bonus", type=bounded(float, ge=-10, le=10), default=0.0, metavar="B",
+                   help="score added per label with --lm: gives back the length the LM's "
+                        "negative log-probabilities take (default 0; tune it with the weight)")
     t.add_argument("--tau", type=float, default=None,
                    help="early stopping (RNN-T LID-free): encoder frames before decoders switch off")
     t.add_argument("--s-th", dest="s_th", type=float, default=None,

@@ -44,6 +44,32 @@ def test_deltas_are_the_weighted_lm_log_probabilities():
         TokenLM(lm, symbols, 0.0)
 
 
+def test_the_bonus_is_added_to_every_label_and_never_to_the_blank():
+    lm = estimate([["B_a", "b", "b"], ["B_b", "a"]], NgramConfig(order=2))
+    symbols = ["<blank>", "a", "b", "B_a", "B_b", "c"]
+    plain, rewarded = TokenLM(lm, symbols, 0.5), TokenLM(lm, symbols, 0.5, bonus=1.25)
+    for state in ((START,), (2,)):
+        got, want = rewarded.deltas(state, len(symbols)), plain.deltas(state, len(symbols))
+        assert got[0] == want[0] == 0.0
+        assert np.allclose(got[1:], want[1:] + 1.25)
+    assert math.isclose(rewarded.score([3, 2]), plain.score([3, 2]) + 2 * 1.25)
+    for bad in (11.0, -11.0, math.nan):
+        with pytest.raises(ConfigError, match="bonus"):
+            TokenLM(lm, symbols, 0.5, bonus=bad)
+
+
+def test_the_bonus_reaches_the_search(planted):
+    # at weight 0.7 the acoustics keep the "o" that an LM of "the fx" never saw; 3 per label
+    # moves the search to another answer (the planted model's, found by trying)
+    rec = speechlab.load(planted)
+    audio, tok = tone_samples(), rec.tokenizers["en"]
+    fx = token_lm(tok, ["the fx"] * 5, 3)[0]
+    rec.use_lm("en", fx, 0.7)
+    assert rec.transcribe(audio, 16000, language="en").text == "the fox"
+    rec.use_lm("en", fx, 0.7, bonus=3.0)
+    assert rec.transcribe(audio, 16000, language="en").text == "the fx"
+
+
 @pytest.mark.parametrize("language", ["en", None])  # one decoder, or every one LID-free
 def test_an_lm_that_never_saw_a_grapheme_keeps_it_out_and_one_that_agrees_changes_nothing(
         planted, language):

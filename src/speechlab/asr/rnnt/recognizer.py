@@ -165,11 +165,11 @@ class RnntRecognizer(ModelBase):
             stream._decoder = stream._new_decoder()
         return stream
 
-    def use_lm(self, language: str, arpa: Any, weight: float) -> None:
+    def use_lm(self, language: str, arpa: Any, weight: float, bonus: float = 0.0) -> None:
         """Fuse a token n-gram LM into ``language``'s search from now on (streams made after):
         ``arpa`` a path or an :class:`~speechlab.text.ngram.ArpaLM` whose words are the
-        language's tokens (``speechlab rnnt lm`` estimates one), ``weight`` its scale
-        (:mod:`speechlab.search.lm_fusion`)."""
+        language's tokens (``speechlab rnnt lm`` estimates one), ``weight`` its scale,
+        ``bonus`` a score per label (:mod:`speechlab.search.lm_fusion`)."""
         from speechlab.text.ngram import ArpaLM, read_arpa
 
         if self.model.spec.union_vocab:
@@ -179,7 +179,7 @@ class RnntRecognizer(ModelBase):
             raise ConfigError(f"LM for language {language!r}: this model decodes "
                               f"{', '.join(self.languages)}")
         lm = arpa if isinstance(arpa, ArpaLM) else read_arpa(arpa)
-        self.lms[language] = TokenLM(lm, self.tokenizers[language].symbols, weight)
+        self.lms[language] = TokenLM(lm, self.tokenizers[language].symbols, weight, bonus=bonus)
 
     def _context(self, hotwords: Sequence[str], score: float) -> dict[str, ContextGraph]:
         """Each language's context graph of the ``hotwords`` its graphemes spell."""
