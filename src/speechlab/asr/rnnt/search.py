@@ -189,7 +189,8 @@ class Scorer(Protocol):
         """Per decoder, the row of the prediction network after the start symbol."""
         ...
 
-    def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
+    def log_probs_array(self, frames: np.ndarray, rows: Sequence[int],
+                        decoders: Sequence[int]) -> np.ndarray:
         """frames (D, J) each decoder's current projected encoder frame -> (N, V_max)
         log P(label) of hypothesis i (prediction row ``rows[i]``, decoder ``decoders[i]``);
         columns beyond a decoder's vocabulary are -inf."""
@@ -198,7 +199,7 @@ class Scorer(Protocol):
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
                frames: Tensor) -> tuple[list[int], Tensor]:
         """Rows after feeding ``tokens[i]`` to the hypothesis at ``rows[i]`` (of decoder
-        ``decoders[i]``), and their :meth:`log_probs` on ``frames``: a label
+        ``decoders[i]``), and their :meth:`log_probs_array` on ``frames``: a label
         hypothesis stays on its frame, so its next joint step is always on the same frame
         (one call of the networks' work where they can fuse it)."""
         ...
@@ -206,11 +207,6 @@ class Scorer(Protocol):
     def predict(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
                 ) -> list[int]:
         """:meth:`extend` without the joint step: the rows after feeding ``tokens[i]``."""
-        ...
-
-    def log_probs_array(self, frames: np.ndarray, rows: Sequence[int],
-                        decoders: Sequence[int]) -> np.ndarray:
-        """:meth:`log_probs` on frames (D, J) as an array, giving a float32 array."""
         ...
 
     def compact(self, beams: list[Beam]) -> list[Beam]:
@@ -270,6 +266,20 @@ class TransducerSearch:
                 state = graph.next_state(state, label)
             self._states[key] = state
         return state
+
+    def _bias(self, row: np.ndarray, d: int, key: int) -> None:
+        """Add the hotword and LM deltas of decoder ``d``'s hypothesis ``key`` (its label
+        sequence) to its labels' log-probabilities ``row``, in place; the blank keeps its
+        own."""
+        size, blank = self.scorer.vocab_sizes[d], self.scorer.blank
+        own = row[blank]
+        graph = self.context.get(d)
+        if graph is not None:
+            row[:size] += graph.deltas(self._state(d, key), size)
+        lm = self.lms.get(d)
+        if lm is not None:
+            row[:size] += lm.deltas(self._lm_state(d, key), size)
+        row[blank] = own
 
     def start(self) -> list[Beam]:
         """One beam per decoder, holding the empty label sequence."""
@@ -342,12 +352,7 @@ class TransducerSearch:
             lp_np[:, blank] = -np.inf
             if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
                 for i, (d, h) in enumerate(active):
-                    graph = self.context.get(d)
-                    if graph is not None:
-                        lp_np[i, : sizes[d]] += graph.deltas(self._state(d, h[3]), sizes[d])
-                    lm = self.lms.get(d)
-                    if lm is not None:
-                        lp_np[i, : sizes[d]] += lm.deltas(self._lm_state(d, h[3]), sizes[d])
+                    self._bias(lp_np[i], d, h[3])
             vals, cols = _row_best(lp_np, min(beam, max(sizes) - 1))
             vals, cols = vals.tolist(), cols.tolist()
             survivors: list[tuple[int, list]] = []
@@ -502,19 +507,9 @@ class ModifiedBeamSearch(TransducerSearch):
         lp_np = self.scorer.log_probs_array(frames, rows, decoders)
         if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
             lp_np = lp_np.copy()
-            i = 0
-            for d, hs in hyps.items():
-                for h in hs:
-                    delta = np.zeros(sizes[d], dtype=np.float32)
-                    graph = self.context.get(d)
-                    if graph is not None:
-                        delta += graph.deltas(self._state(d, h[3]), sizes[d])
-                    lm = self.lms.get(d)
-                    if lm is not None:
-                        delta += lm.deltas(self._lm_state(d, h[3]), sizes[d])
-                    delta[blank] = 0.0
-                    lp_np[i, : sizes[d]] += delta
-                    i += 1
+            keys = [(d, h[3]) for d, hs in hyps.items() for h in hs]
+            for i, (d, key) in enumerate(keys):
+                self._bias(lp_np[i], d, key)
         out: dict[int, list[list]] = {}
         # kept label pairs, [score, node, row, key, parent row]: they need a prediction step
         emitted: list[list] = []
@@ -620,14 +615,12 @@ class TransducerScorer:
                                         zero, zero.copy())
         return self._append(proj, h, c)
 
-    def log_probs(self, frames: Tensor, rows: Sequence[int], decoders: Sequence[int]) -> Tensor:
-        dec = rows_of(decoders)
-        return self.networks.log_probs(frames, dec, self._proj[rows_of(rows)], self._slots[dec])
-
     def log_probs_array(self, frames: np.ndarray, rows: Sequence[int],
                         decoders: Sequence[int]) -> np.ndarray:
-        """:meth:`log_probs` of frames (D, J) as an array, as a float32 array: without
-        tensors where the networks take arrays (the ONNX graphs)."""
+        """frames (D, J) each decoder's current projected encoder frame -> float32 (N, V_max)
+        log P(label) of hypothesis i (prediction row ``rows[i]``, decoder ``decoders[i]``),
+        -inf beyond a decoder's vocabulary; arrays throughout where the networks take them
+        (the ONNX graphs)."""
         key = tuple(decoders)
         index = self._decoder_index.get(key)
         if index is None:  # each set of rows' decoders and slots, made once
@@ -643,43 +636,38 @@ class TransducerScorer:
 
     def extend(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int],
                frames: Tensor) -> tuple[list[int], Tensor]:
+        out, proj = self._step(rows, tokens, decoders)
+        decs = rows_of(decoders)
+        if proj is None:
+            proj = self._proj[rows_of(out)]
+        return out, self.networks.log_probs(frames, decs, proj, self._slots[decs])
+
+    def predict(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
+                ) -> list[int]:
+        return self._step(rows, tokens, decoders)[0]
+
+    def _step(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
+              ) -> tuple[list[int], np.ndarray | None]:
+        """The rows after feeding ``tokens[i]``, a prediction step for the prefixes not yet
+        reached, and those rows' projections when every one is new (the usual case: no
+        gather needed), else None."""
         # A row is one (decoder, label prefix), so (parent row, label) names the prefix
         # reached, without hashing the labels.
         keys = list(zip(rows, tokens))
         out = [self._cache.get(key, -1) for key in keys]
         todo = [i for i, r in enumerate(out) if r < 0]
-        decs = rows_of(decoders)
-        slots = self._slots[decs]
-        if len(todo) == len(out):  # every prefix is new (the usual case): no gathers
-            parent = rows_of(rows)
-            proj, h, c = self.networks.step(rows_of(tokens), slots, self._h[:, parent],
-                                            self._c[:, parent])
-            out = self._append(proj, h, c)
-            self._cache.update(zip(keys, out))
-            return out, self.networks.log_probs(frames, decs, proj, slots)
-        if todo:
-            parent = rows_of([rows[i] for i in todo])
-            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]), slots[todo],
-                                            self._h[:, parent], self._c[:, parent])
-            for i, row in zip(todo, self._append(proj, h, c)):
-                out[i] = row
-                self._cache[keys[i]] = row
-        return out, self.networks.log_probs(frames, decs, self._proj[rows_of(out)], slots)
-
-    def predict(self, rows: Sequence[int], tokens: Sequence[int], decoders: Sequence[int]
-                ) -> list[int]:
-        keys = list(zip(rows, tokens))
-        out = [self._cache.get(key, -1) for key in keys]
-        todo = [i for i, r in enumerate(out) if r < 0]
-        if todo:
-            parent = rows_of([rows[i] for i in todo])
-            slots = self._slots[rows_of([decoders[i] for i in todo])]
-            proj, h, c = self.networks.step(rows_of([tokens[i] for i in todo]), slots,
-                                            self._h[:, parent], self._c[:, parent])
-            for i, row in zip(todo, self._append(proj, h, c)):
-                out[i] = row
-                self._cache[keys[i]] = row
-        return out
+        if not todo:
+            return out, None
+        every = len(todo) == len(out)
+        pick = (lambda xs: list(xs)) if every else (lambda xs: [xs[i] for i in todo])
+        parent = rows_of(pick(rows))
+        proj, h, c = self.networks.step(rows_of(pick(tokens)),
+                                        self._slots[rows_of(pick(decoders))],
+                                        self._h[:, parent], self._c[:, parent])
+        for i, row in zip(todo, self._append(proj, h, c)):
+            out[i] = row
+            self._cache[keys[i]] = row
+        return out, proj if every else None
 
     def compact(self, beams: list[Beam]) -> list[Beam]:
         """Keep only the rows the beams use (a long stream would otherwise keep every prefix
