@@ -116,30 +116,37 @@ def _word_json(w: Word) -> dict[str, Any]:
 
 def words_from_tokens(symbols: Sequence[str], frames: Sequence[int], frame_seconds: float, *,
                       starts_word: Callable[[str], bool], strip: Callable[[str], str] | None = None,
-                      end_frames: Sequence[int] | None = None) -> tuple[Word, ...]:
+                      end_frames: Sequence[int] | None = None,
+                      spans: list[tuple[int, int]] | None = None) -> tuple[Word, ...]:
     """Words from emitted symbols and the frame each was emitted on.
 
     ``starts_word(symbol)`` says whether a symbol begins a new word (a ``B_`` grapheme, a
     space's successor, ...); ``strip(symbol)`` gives the symbol's written form (default: the
     symbol; an empty string for a word-boundary symbol such as ``|``). A word lasts from its
     first symbol's frame to the end of its last symbol's frame (``end_frames`` where the
-    alignment knows them, else the next frame).
+    alignment knows them, else the next frame). ``spans``, when given, receives each word's
+    symbols as (first index, one past the last) into ``symbols``.
     """
     written = strip or (lambda s: s)
     words: list[Word] = []
-    text, start, end = "", 0, 0
+    found: list[tuple[int, int]] = []
+    text, start, end, first = "", 0, 0, 0
     for i, (sym, frame) in enumerate(zip(symbols, frames)):
         last = end_frames[i] if end_frames is not None else frame + 1
         if starts_word(sym) or not text:
             if text:
                 words.append(Word(text, start * frame_seconds, end * frame_seconds))
-            text, start = "", frame
+                found.append((first, i))
+            text, start, first = "", frame, i
         text += written(sym)
         end = last
         if not text:  # a boundary symbol alone starts nothing
-            start = last
+            start, first = last, i + 1
     if text:
         words.append(Word(text, start * frame_seconds, end * frame_seconds))
+        found.append((first, len(symbols)))
+    if spans is not None:
+        spans += found
     return tuple(words)
 
 
@@ -164,6 +171,8 @@ class Model(Protocol):
     def backend(self) -> str: ...         # "torch" or "onnx"
     @property
     def capabilities(self) -> frozenset[str]: ...
+    #: a recognizer's map to calibrated word confidences (:class:`ModelBase`); None: raw
+    confidence_map: Any
 
     def to_package(self) -> PackageParts:
         """The package's parts (:mod:`speechlab.package`) with PyTorch weights."""
@@ -282,6 +291,16 @@ class ModelBase:
     CAPABILITIES: frozenset[str] = frozenset()
     streaming: bool = False
     methods: tuple[str, ...] = ()
+    #: The map from the family's raw word confidences to calibrated ones
+    #: (:class:`speechlab.confidence.ConfidenceMap`, fitted by ``speechlab calibrate --fit``
+    #: and kept in the package's card); None: the raw ones.
+    confidence_map: Any = None
+
+    def calibrated(self, confidences: Sequence[float | None]) -> list[float | None]:
+        """``confidences`` through :attr:`confidence_map` (as they are without one)."""
+        if self.confidence_map is None:
+            return list(confidences)
+        return cast(list[float | None], self.confidence_map.apply(confidences))
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -341,6 +360,8 @@ class ModelBase:
         from speechlab.package import PackageCard
 
         sides = {**(files or {}), **(onnx or {})}
+        if self.confidence_map is not None:
+            data = {**data, "confidence_map": self.confidence_map.to_json()}
         card = PackageCard(family=self.family, kind=self.kind, config=to_dict(network.config),
                            languages=tuple(cast(Model, self).languages),
                            files={role: name for role, (name, _) in sides.items()}, data=data,

@@ -50,7 +50,7 @@ from speechlab.devices import add_device_options
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.families import builders, family, openers
-from speechlab.package import is_package, load_network, read_card, write_package
+from speechlab.package import CARD_NAME, is_package, load_network, read_card, write_package
 
 BACKENDS = ("torch", "onnx")
 #: what ``--format onnx`` / ``backend="onnx"`` takes (for the error that refuses the others)
@@ -96,6 +96,11 @@ def _load(path: str | Path, backend: str | None) -> Model:
         except (KeyError, TypeError, ValueError) as e:
             raise DataError(f"{path}: the card's data is incomplete ({e}); export the "
                             "model again") from None
+        if "confidence_map" in card.data:
+            from speechlab.confidence import ConfidenceMap
+
+            loaded.confidence_map = ConfidenceMap.from_json(card.data["confidence_map"],
+                                                            path / CARD_NAME)
         return _on(loaded, backend, path)
     return _on(_load_torch(path), backend, path)
 
@@ -145,7 +150,7 @@ def _on(model: Model, backend: str | None, source: Path) -> Model:
     if "onnx" not in model.capabilities:
         raise ConfigError(f"{source}: {model.title} does not run on onnxruntime; "
                           f"backend='onnx' takes {' and '.join(ONNX_MODELS)}")
-    return model.onnx()
+    return model.onnx()  # the family's onnx() keeps the confidence map
 
 
 def _load_torch(path: Path) -> Model:

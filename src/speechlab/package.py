@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from speechlab.errors import DataError
-from speechlab.files import current_umask, make_temp_dir
+from speechlab.files import atomic_write_text, current_umask, make_temp_dir
 from speechlab.train.card import ModelCard
 
 CARD_NAME = "speechlab.json"
@@ -158,6 +158,14 @@ def write_package(out: str | Path, card: PackageCard, weights: Mapping[str, torc
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def write_card(path: str | Path, card: PackageCard) -> Path:
+    """Replace the card of the package at ``path`` with ``card`` (written next to it and
+    renamed into place: a killed write leaves the old card)."""
+    card_path = Path(path) / CARD_NAME
+    atomic_write_text(card_path, json.dumps(card.to_json(), indent=1, ensure_ascii=False) + "\n")
+    return card_path
 
 
 def move_into_place(made: Path, out: Path) -> None:

@@ -30,13 +30,20 @@ def new_figure(size: tuple[float, float] = _SIZE) -> MplFigure:
 
 
 def save_figure(fig: MplFigure, path: str | Path) -> Path:
-    """Write ``fig`` as a PNG at ``path``, atomically."""
+    """Write ``fig`` at ``path``, atomically: a PNG, or an SVG (text, the same bytes for the
+    same figure: no date, fixed ids) for a path ending in .svg."""
+    import matplotlib
+
     path = Path(path)
-    if path.suffix.lower() != ".png":
-        raise ValueError(f"{path}: figures are written as PNG; give a path ending in .png")
+    kind = path.suffix.lower().lstrip(".")
+    if kind not in ("png", "svg"):
+        raise ValueError(f"{path}: figures are written as PNG or SVG; give a path ending in "
+                         ".png or .svg")
     # The temporary name ends in .tmp, so the format must be given explicitly.
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=DPI, bbox_inches="tight")
+    svg = {"svg.hashsalt": "speechlab", "svg.fonttype": "none"}  # text stays text
+    with atomic_path(path) as tmp, matplotlib.rc_context(svg):
+        fig.savefig(tmp, format=kind, dpi=DPI, bbox_inches="tight",
+                    metadata={"Date": None} if kind == "svg" else None)
     return path
 
 

@@ -73,3 +73,15 @@ def untrained_recognizer(variant: str = "multisoftmax_lid",
         cmvn = GlobalCMVN(dim=80)
         cmvn.accumulate(torch.randn(200, 80) * 3 + 5)
     return RnntRecognizer(model.eval(), tokenizers, cmvn.finalize())
+
+
+def same_words(got: Any, want: Any, abs_tol: float = 1e-5) -> None:
+    """Assert that two transcripts have the same words at the same times, with confidences
+    equal to ``abs_tol`` (a word's confidence reads the joint's probabilities, which two
+    backends' float kernels give a little apart)."""
+    import pytest
+
+    assert [(w.word, w.start, w.end) for w in got.words or ()] == \
+        [(w.word, w.start, w.end) for w in want.words or ()]
+    assert [w.confidence for w in got.words or ()] == \
+        pytest.approx([w.confidence for w in want.words or ()], abs=abs_tol)

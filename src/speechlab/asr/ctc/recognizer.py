@@ -129,10 +129,12 @@ class CtcRecognizer(ModelBase):
         return self._with(network)
 
     def _with(self, network: Any) -> CtcRecognizer:
-        return CtcRecognizer(network, self.tokenizer, self.cmvn, self.graph,
-                             topology=self.topology, viterbi=self.viterbi, fbank_cfg=self.fbank,
-                             arpa=self.arpa, prefix_beam=self.prefix_beam,
-                             max_seconds=self.max_seconds, source=self.source)
+        rec = CtcRecognizer(network, self.tokenizer, self.cmvn, self.graph,
+                            topology=self.topology, viterbi=self.viterbi, fbank_cfg=self.fbank,
+                            arpa=self.arpa, prefix_beam=self.prefix_beam,
+                            max_seconds=self.max_seconds, source=self.source)
+        rec.confidence_map = self.confidence_map
+        return rec
 
     def _needs_torch(self) -> None:
         if self.backend != "torch":
@@ -199,8 +201,8 @@ class CtcRecognizer(ModelBase):
                 if nbest > 0:
                     alts = self._alternatives(lp, text, nbest)
                     pieces_alts.append(alts)
-                    conf = word_confidences([w.word for w in found], alts) if alts else \
-                        [None] * len(found)
+                    conf = self.calibrated(word_confidences([w.word for w in found], alts)) \
+                        if alts else [None] * len(found)
                     found = [Word(w.word, w.start, w.end, c) for w, c in zip(found, conf)]
                 words += found
             else:

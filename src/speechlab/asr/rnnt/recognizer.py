@@ -42,7 +42,7 @@ from speechlab.audio.io import as_samples
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.config import from_dict, to_dict
 from speechlab.contract import ModelBase, PackageParts, Transcript, Word, words_from_tokens
-from speechlab.confidence import alternatives, word_confidences
+from speechlab.confidence import alternatives, label_confidence, word_confidences
 from speechlab.endpoint import EndpointConfig
 from speechlab.errors import ConfigError, DataError
 from speechlab.package import PackageCard, graph_files
@@ -244,9 +244,10 @@ class RnntRecognizer(ModelBase):
             language = self.languages[0]
         return text_of(self.model, tokens, language, self.tokenizers)
 
-    def words(self, tokens: tuple[int, ...], times: tuple[int, ...], language: str | None
-              ) -> tuple[Word, ...]:
-        """Words and their times from emitted labels and the encoder frames they came on."""
+    def words(self, tokens: tuple[int, ...], times: tuple[int, ...], language: str | None,
+              spans: list[tuple[int, int]] | None = None) -> tuple[Word, ...]:
+        """Words and their times from emitted labels and the encoder frames they came on
+        (``spans``: each word's labels, as :func:`~speechlab.contract.words_from_tokens`)."""
         symbols = []
         for t in tokens:
             if self.model.spec.union_vocab:
@@ -257,7 +258,7 @@ class RnntRecognizer(ModelBase):
                 symbols.append(self.tokenizers[lang].symbols[int(t)])
         return words_from_tokens(symbols, times, self.frame_seconds,
                                  starts_word=lambda s: s.startswith(WORD_START),
-                                 strip=lambda s: s.removeprefix(WORD_START))
+                                 strip=lambda s: s.removeprefix(WORD_START), spans=spans)
 
     # -----------------------------------------------------------------------------------------
     # Loading and export
@@ -310,6 +311,7 @@ class RnntRecognizer(ModelBase):
         rec = RnntRecognizer(self.model, self.tokenizers, self.cmvn, self.fbank, self.search,
                              self.chunk_frames, networks=networks)
         rec.segment_seconds = self.segment_seconds
+        rec.confidence_map = self.confidence_map
         return rec
 
     def _needs_torch(self, what: str) -> None:
@@ -495,12 +497,19 @@ class RnntStream:
                    ) -> tuple[tuple[Word, ...], tuple[tuple[str, float], ...]]:
         """The best hypothesis's words with their confidence, and the beam's distinct texts
         with their posteriors (:mod:`speechlab.confidence`: the beam's scores normalised over
-        the hypotheses it kept)."""
+        the hypotheses it kept). A word's raw confidence is its beam posterior times the
+        geometric mean of its labels' probabilities where they were emitted
+        (:func:`~speechlab.confidence.label_confidence`): a beam of a few hypotheses agrees on
+        most words whatever the audio, the labels' own probabilities tell more."""
         hyps = list(beam.values())
         alts = alternatives([self.rec.text(h.tokens, language) for h in hyps],
                             [h.score for h in hyps])
-        words = self.rec.words(best.tokens, best.times, language)
-        conf = word_confidences([w.word for w in words], alts)
+        spans: list[tuple[int, int]] = []
+        words = self.rec.words(best.tokens, best.times, language, spans)
+        posteriors = word_confidences([w.word for w in words], alts)
+        lps = best.label_log_probs
+        conf = self.rec.calibrated([p * label_confidence(lps[a:b])
+                                    for p, (a, b) in zip(posteriors, spans)])
         return (tuple(Word(w.word, w.start, w.end, c) for w, c in zip(words, conf)),
                 tuple(alts))
 

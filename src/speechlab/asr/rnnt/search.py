@@ -37,7 +37,7 @@ Shapes: T frames, J joint dim, V vocabulary, N hypotheses, D decoders, F feature
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numba
 import numpy as np
@@ -76,17 +76,18 @@ class Sequences:
 
     Label sequences are interned: id 0 is the empty one, ``child(i, label)`` the id of sequence
     ``i`` followed by ``label``, the same id for the same sequence however it was reached.
-    Emission times are a tree of nodes: ``emitted(node, t)`` is a new node, ``node``'s frames
-    followed by ``t`` (node 0: none). Tuples are built only when asked for. A table is never
+    Emission times are a tree of nodes: ``emitted(node, t, lp)`` is a new node, ``node``'s
+    frames followed by ``t`` (node 0: none), where the label had log probability ``lp`` (the
+    joint's, with any hotword or LM delta; a word's confidence reads them). Tuples are built only when asked for. A table is never
     changed but by appending: :meth:`kept` makes a smaller one for the ids still in use, and
     hypotheses made before it keep reading the old one."""
 
-    __slots__ = ("_ids", "_parent", "_label", "_t_parent", "_t_frame")
+    __slots__ = ("_ids", "_parent", "_label", "_t_parent", "_t_frame", "_t_lp")
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, int], int] = {}  # (parent id, label) -> id
         self._parent, self._label = [-1], [-1]
-        self._t_parent, self._t_frame = [-1], [-1]
+        self._t_parent, self._t_frame, self._t_lp = [-1], [-1], [0.0]
 
     def child(self, parent: int, label: int) -> int:
         key = (parent, label)
@@ -100,9 +101,10 @@ class Sequences:
     def last_label(self, i: int) -> int:
         return self._label[i]
 
-    def emitted(self, node: int, t: int) -> int:
+    def emitted(self, node: int, t: int, lp: float = 0.0) -> int:
         self._t_parent.append(node)
         self._t_frame.append(t)
+        self._t_lp.append(lp)
         return len(self._t_parent) - 1
 
     def labels(self, i: int) -> tuple[int, ...]:
@@ -110,6 +112,9 @@ class Sequences:
 
     def times(self, node: int) -> tuple[int, ...]:
         return _walk(node, self._t_parent, self._t_frame)
+
+    def label_log_probs(self, node: int) -> tuple[float, ...]:
+        return _walk(node, self._t_parent, self._t_lp)
 
     def kept(self, ids: Sequence[int], nodes: Sequence[int]
              ) -> tuple[Sequences, dict[int, int], dict[int, int]]:
@@ -122,11 +127,11 @@ class Sequences:
             _copy_path(i, id_of, self._parent, lambda p, j: new.child(p, self._label[j]))
         for n in nodes:
             _copy_path(n, node_of, self._t_parent,
-                       lambda p, j: new.emitted(p, self._t_frame[j]))
+                       lambda p, j: new.emitted(p, self._t_frame[j], self._t_lp[j]))
         return new, id_of, node_of
 
 
-def _walk(i: int, parent: Sequence[int], value: Sequence[int]) -> tuple[int, ...]:
+def _walk(i: int, parent: Sequence[int], value: Sequence[Any]) -> tuple[Any, ...]:
     """The values on the path from the root (entry 0, no value) to entry ``i``."""
     out = []
     while i > 0:
@@ -171,6 +176,11 @@ class Hyp:
     @property
     def times(self) -> tuple[int, ...]:
         return self.seqs.times(self.node)
+
+    @property
+    def label_log_probs(self) -> tuple[float, ...]:
+        """Each label's log probability where it was emitted (of the alignment ``times``)."""
+        return self.seqs.label_log_probs(self.node)
 
     def __repr__(self) -> str:
         return f"Hyp(tokens={self.tokens}, score={self.score}, times={self.times}, row={self.row})"
@@ -350,7 +360,9 @@ class TransducerSearch:
             # finished hypotheses by score (ties: finished first, then by position), and only
             # the kept ones become hypotheses.
             lp_np[:, blank] = -np.inf
+            joint = lp_np  # the labels' own log probabilities, which the times tree keeps
             if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
+                joint = lp_np.copy()
                 for i, (d, h) in enumerate(active):
                     self._bias(lp_np[i], d, h[3])
             vals, cols = _row_best(lp_np, min(beam, max(sizes) - 1))
@@ -376,8 +388,10 @@ class TransducerSearch:
                     else:
                         i, m = divmod(j - len(done), k)
                         score, times, row, tokens, _ = active[first + i][1]
-                        survivors.append((d, [scores[j], seqs.emitted(times, t), row,
-                                              seqs.child(tokens, cols[first + i][m]), True]))
+                        v = cols[first + i][m]
+                        lp_label = float(joint[first + i, v])
+                        survivors.append((d, [scores[j], seqs.emitted(times, t, lp_label), row,
+                                              seqs.child(tokens, v), True]))
                 for h in done:
                     h[4] = False
                 for h in kept:
@@ -504,7 +518,7 @@ class ModifiedBeamSearch(TransducerSearch):
         for d, hs in hyps.items():
             rows += [h[2] for h in hs]
             decoders += [d] * len(hs)
-        lp_np = self.scorer.log_probs_array(frames, rows, decoders)
+        lp_np = joint = self.scorer.log_probs_array(frames, rows, decoders)
         if self.context or self.lms:  # hotwords, LM: each label's delta joins its score
             lp_np = lp_np.copy()
             keys = [(d, h[3]) for d, hs in hyps.items() for h in hs]
@@ -525,7 +539,8 @@ class ModifiedBeamSearch(TransducerSearch):
                 if v == blank:
                     new = [score, node, row, key]
                 else:
-                    new = [score, seqs.emitted(node, t), -1, seqs.child(key, v), row]
+                    new = [score, seqs.emitted(node, t, float(joint[first + i, v])), -1,
+                           seqs.child(key, v), row]
                 old = kept.get(new[3])
                 if old is None:
                     kept[new[3]] = new

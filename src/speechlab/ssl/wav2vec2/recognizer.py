@@ -244,11 +244,13 @@ class Wav2Vec2Recognizer(ModelBase):
         return self._with(network)
 
     def _with(self, network: Any) -> Wav2Vec2Recognizer:
-        return Wav2Vec2Recognizer(network, self.labels, normalize=self.normalize,
-                                  language=self.languages[0], arpa=self.arpa,
-                                  lm_weight=self.lm_weight, beam=self.beam,
-                                  max_seconds=self.max_seconds, tokenizer=self.tokenizer,
-                                  source=self.source)
+        rec = Wav2Vec2Recognizer(network, self.labels, normalize=self.normalize,
+                                 language=self.languages[0], arpa=self.arpa,
+                                 lm_weight=self.lm_weight, beam=self.beam,
+                                 max_seconds=self.max_seconds, tokenizer=self.tokenizer,
+                                 source=self.source)
+        rec.confidence_map = self.confidence_map
+        return rec
 
     def _needs_torch(self) -> None:
         if self.backend != "torch":
@@ -307,7 +309,8 @@ class Wav2Vec2Recognizer(ModelBase):
                 for w in self.labels.words(path.tolist(), self.frame_seconds, offset):
                     a = int(round((w.start - offset) / self.frame_seconds))
                     b = max(a + 1, int(round((w.end - offset) / self.frame_seconds)))
-                    words.append(Word(w.word, w.start, w.end, frame_confidence(chosen[a:b])))
+                    (c,) = self.calibrated([frame_confidence(chosen[a:b])])
+                    words.append(Word(w.word, w.start, w.end, c))
                 ranked.append([(texts[-1], 1.0)])
             else:
                 if nbest:  # the text stays the search's best; the beam gives the rest
