@@ -66,6 +66,8 @@ def test_serve_without_paths_serves_the_shipped_models(ships):
 
 def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path, monkeypatch,
                                                                         capsys):
+    from lhotse import CutSet
+
     from speechlab.metrics import wer
     from speechlab.package import read_card
     from speechlab.testing.corpus import tiny_corpus
@@ -80,7 +82,16 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     # the run read a corpus of its own (--corpus): ship is told where it is
     assert main(["models", "ship", model, "--name", "en_ctc"]) == 2
     assert "no test split to measure the model on" in capsys.readouterr().err
+    # the confidence map is fitted on the dev split's words (this tiny model's lattices are
+    # too large for confidences: planted words stand in for what it would give)
+    import speechlab.calibrate
+
+    asked = []
+    planted = ([0.9, 0.8, 0.6, 0.3], [True, True, False, False])
+    monkeypatch.setattr(speechlab.calibrate, "outcomes",
+                        lambda m, cuts, **kw: asked.append(len(cuts)) or planted)
     assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 0
+    assert asked == [len(CutSet.from_file(corpus / "dev_cuts.jsonl.gz"))]
     card = read_card(ships / "en_ctc")
     figures = card.results["shipped"]
     assert set(figures) == {"en test WER", "en unseen WER"}
@@ -91,6 +102,12 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert figures["en test WER"] == pytest.approx(
         100 * wer(list(refs.values()), [hyps[u] for u in refs]).wer, abs=0.05)
     assert card.made_by["command"] and card.made_by["git_commit"]  # what made it
+    # its words' confidences are mapped by what was fitted on the dev split
+    from speechlab.confidence import fit_platt
+
+    fitted = card.data["confidence_map"]["fitted_on"]
+    assert fitted["cuts"] == "dev_cuts.jsonl.gz" and fitted["words"] == 4
+    assert card.data["confidence_map"]["a"] == pytest.approx(fit_platt(*planted).a)
     # lean: float16 weights, and the decoding graph rebuilt at load rather than shipped
     from speechlab.package import weights_header
 
@@ -104,6 +121,7 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert next(lean.model.parameters()).dtype == next(full.model.parameters()).dtype
     readme = (ships / "en_ctc" / "README.md").read_text()
     assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
+    assert f"fitted on {fitted['words']} words of the run corpus's dev split" in readme
     capsys.readouterr()
     assert main(["models"]) == 0 and "en_ctc" in capsys.readouterr().out
     # not replaced without --overwrite; nothing left half-made

@@ -62,6 +62,22 @@ def measure(model: Any, cuts: Any, *, nbest: int = 10, limit: int = 0, bins: int
     return calibration(*outcomes(model, cuts, nbest=nbest, limit=limit, progress=progress), bins)
 
 
+def fit_map(confidences: list[float], correct: list[bool], cuts: str | Path, bins: int = 10
+            ) -> tuple[Any, Any, Any]:
+    """The :class:`~speechlab.confidence.ConfidenceMap` fitted to these words (from
+    :func:`outcomes` over ``cuts``), which notes what it was fitted on, and the words'
+    :class:`~speechlab.metrics.calibration.Calibration` raw and mapped."""
+    from speechlab.confidence import ConfidenceMap, fit_platt
+    from speechlab.metrics.calibration import calibration
+
+    raw = calibration(confidences, correct, bins)
+    fitted = fit_platt(confidences, correct)
+    mapped = calibration(fitted.apply(confidences), correct, bins)
+    info = {"words": raw.words, "cuts": Path(cuts).name, "ece_raw": round(raw.ece, 4),
+            "ece_mapped": round(mapped.ece, 4), "auroc": round(raw.auroc, 4)}
+    return ConfidenceMap(fitted.a, fitted.b, info), raw, mapped
+
+
 def reliability_diagram(cals: Any, title: str, path: Path) -> Path:
     """One panel per ``(label, Calibration)`` of ``cals`` (or one Calibration): the share of
     words right in each confidence bin against the diagonal."""
@@ -107,7 +123,6 @@ def _table(cal: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from lhotse import CutSet
 
-    from speechlab.confidence import ConfidenceMap, fit_platt
     from speechlab.contract import as_recognizer
     from speechlab.inference import load
     from speechlab.metrics.calibration import calibration
@@ -149,11 +164,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.fit:
         if not conf:
             raise ConfigError(f"{args.cuts}: the model recognized no word to fit a map on")
-        fitted = fit_platt(conf, right)
-        mapped = calibration(fitted.apply(conf), right, args.bins)
-        info = {"words": raw.words, "cuts": Path(args.cuts).name, "ece_raw": round(raw.ece, 4),
-                "ece_mapped": round(mapped.ece, 4), "auroc": round(raw.auroc, 4)}
-        fitted = ConfidenceMap(fitted.a, fitted.b, info)
+        fitted, _, mapped = fit_map(conf, right, args.cuts, args.bins)
         print(_summary(f"mapped (a {fitted.a:.3f}, b {fitted.b:.3f}; on the words it was fitted "
                        "to)", mapped))
         _table(mapped)

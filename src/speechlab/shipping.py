@@ -10,7 +10,9 @@
    run corpus's ``test`` split (the voices of training) and ``unseen`` split (voices no training
    utterance has), with the language given, and for a model of several languages also without
    it (its LID picks); written into the card (``results["shipped"]``);
-3. its ``README.md``: what it is, the command and commit that made it, the figures, its size.
+3. a recognizer's confidence map (:mod:`speechlab.calibrate`), fitted on the run corpus's
+   ``dev`` split when it has one, in the card (``data["confidence_map"]``);
+4. its ``README.md``: what it is, the command and commit that made it, the figures, its size.
 
 Everything is written into a staging directory beside ``models/SHIPPED`` and renamed into place
 at the end, so a failed or killed ship leaves the shipped model as it was; an existing one is
@@ -76,6 +78,20 @@ def measure(model: Any, corpus: Path, languages: list[str], limit: int = 0
     return figures
 
 
+def _confidence_map(model: Any, dev: Path, utterances: int) -> Any:
+    """The confidence map fitted on ``dev`` (the first ``utterances`` of each language, 0:
+    all); None when the model gives no word a confidence."""
+    from lhotse import CutSet
+
+    from speechlab.calibrate import fit_map, outcomes
+
+    conf, right = outcomes(model, CutSet.from_file(dev), limit=utterances * len(model.languages))
+    if not conf:
+        return None
+    fitted, _, _ = fit_map(conf, right, dev)
+    return fitted
+
+
 def _readme(name: str, card: Any, size_mb: float) -> str:
     made = card.made_by or {}
     figs = (card.results or {}).get("shipped") or {}
@@ -93,6 +109,13 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              "training) and unseen split (the same sentences by voices no training utterance "
              "has):", "", "| figure | value |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in figs.items()]
+    fitted = (card.data or {}).get("confidence_map")
+    if fitted:
+        on = fitted.get("fitted_on") or {}
+        lines += ["", f"Word confidences go through a confidence map (Platt scaling) fitted on "
+                  f"{on.get('words', '?')} words of the run corpus's dev split: expected "
+                  f"calibration error {on.get('ece_raw', '?')} raw, {on.get('ece_mapped', '?')} "
+                  "mapped (`speechlab calibrate` measures it on other words)."]
     lines += ["", f"Size: {size_mb:.1f} MB"
               + ("; the weights are stored as float16 (the figures above were measured with "
                  "them)" if (card.data or {}).get("lean") else "")
@@ -125,9 +148,15 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
     try:
         export(source, staging, overwrite=True, lean=True)
         card = read_card(staging)
-        figures = measure(load(staging), run_corpus, list(card.languages), utterances)
+        loaded = load(staging)
+        figures = measure(loaded, run_corpus, list(card.languages), utterances)
         data = json.loads((staging / CARD_NAME).read_text(encoding="utf-8"))
         data.setdefault("results", {})["shipped"] = figures
+        dev = run_corpus / "dev_cuts.jsonl.gz"
+        if card.kind == "asr" and dev.is_file():
+            fitted = _confidence_map(loaded, dev, utterances)
+            if fitted is not None:
+                data["data"]["confidence_map"] = fitted.to_json()
         (staging / CARD_NAME).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
                                          encoding="utf-8")
         size = sum(f.stat().st_size for f in staging.rglob("*") if f.is_file()) / 2**20
