@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from speechlab.asr.rnnt import SearchConfig, build
-from speechlab.asr.rnnt.search import (ModifiedBeamSearch, StreamingDecoder, _best_pairs, best,
-                                       decode)
+from speechlab.asr.rnnt.search import (ModifiedBeamSearch, StreamingDecoder, TransducerSearch,
+                                       _best_pairs, best, decode)
 
 from test_rnnt_search import PlantedScorer
 from test_rnnt_search import search as planted_search
@@ -65,13 +65,21 @@ def test_unpruned_it_gives_every_label_sequence_its_exact_probability(seed):
         assert list(h.times) == sorted(h.times)
 
 
-@pytest.mark.parametrize("kind", ["standard", "modified"])
-def test_each_label_keeps_its_probability_where_it_was_emitted(kind):
-    # what a word's confidence reads (speechlab.confidence.label_confidence): the joint's
-    # probability of each label at its frame, after the labels before it
+@pytest.mark.parametrize("kind", [TransducerSearch, ModifiedBeamSearch])
+@pytest.mark.parametrize("hotwords", [False, True])
+def test_each_label_keeps_its_probability_where_it_was_emitted(kind, hotwords):
+    # what a word's confidence reads (speechlab.confidence.label_confidence): the joint's own
+    # probability of each label at its frame, after the labels before it; a hotword's bonus
+    # changes the search, not what the labels' probabilities were
+    from speechlab.search.context import ContextGraph
+
     scorer = Planted(4, seed=5)
-    beams = (planted_search(scorer, 4, 6, 2) if kind == "standard" else
-             search(scorer, 4, beam=6))
+    s = kind(scorer, 6, 2)
+    if hotwords:
+        s.bias(0, ContextGraph([[1, 2], [3]], 2.0))
+    beams = s.start()
+    for t in range(4):
+        beams = s.step(beams, torch.full((1, 1), float(t)), t, None)
     hyps = [h for h in beams[0].values() if h.tokens]
     assert hyps
     for h in hyps:

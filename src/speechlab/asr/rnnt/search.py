@@ -78,8 +78,8 @@ class Sequences:
     ``i`` followed by ``label``, the same id for the same sequence however it was reached.
     Emission times are a tree of nodes: ``emitted(node, t, lp)`` is a new node, ``node``'s
     frames followed by ``t`` (node 0: none), where the label had log probability ``lp`` (the
-    joint's, with any hotword or LM delta; a word's confidence reads them). Tuples are built only when asked for. A table is never
-    changed but by appending: :meth:`kept` makes a smaller one for the ids still in use, and
+    joint's own, without hotword or LM deltas; a word's confidence reads them). Tuples are
+    built only when asked for. A table is never changed but by appending: :meth:`kept` makes a smaller one for the ids still in use, and
     hypotheses made before it keep reading the old one."""
 
     __slots__ = ("_ids", "_parent", "_label", "_t_parent", "_t_frame", "_t_lp")
