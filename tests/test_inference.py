@@ -369,7 +369,13 @@ def test_transcribe_and_serve_take_a_backend(rnnt_run, tmp_path, capsys):
         assert main(["transcribe", str(model_dir), str(tmp_path / "a.wav"), "--json",
                      "--backend", backend]) == 0
         outs.append(json.loads(capsys.readouterr().out))
+    # the same words; their confidences read the joint's float outputs, a little apart
+    words = [out.pop("words") for out in outs]
     assert outs[0] == outs[1] and outs[0]["text"]
+    assert [(w["word"], w["start"], w["end"]) for w in words[0]] == \
+        [(w["word"], w["start"], w["end"]) for w in words[1]]
+    assert [w["confidence"] for w in words[0]] == \
+        pytest.approx([w["confidence"] for w in words[1]], abs=1e-3)
     # serving: what can run on onnxruntime does, the rest stays in PyTorch
     served = load_models([model_dir], say=lambda line: None, backend="onnx")
     assert served["multisoftmax_lid"].model.backend == "onnx"
