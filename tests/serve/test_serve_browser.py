@@ -125,6 +125,13 @@ def test_a_recording_file_streams_or_posts_to_the_same_text_as_the_cli(page, ser
     expected = cli_json("hf", server.wav)
     assert page.text_content("#asr-text") == expected["text"]
     assert page.locator(".word").count() == len(expected["words"])
+    # a CTC-topology model's words are shaded by their confidence too (the page asks for the
+    # lattice's alternatives, which give them)
+    page.select_option("#asr-model", "ctc")
+    page.set_input_files("#asr-file", str(server.wav))
+    assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
+    words = page.locator(".word")
+    assert words.count() and words.count() == page.locator(".word[data-confidence]").count()
 
 
 def test_bad_files_and_empty_text_show_an_error_and_the_page_goes_on(page, server, tmp_path):

@@ -211,6 +211,9 @@ export function initAsr(models, capabilities) {
 
   function params() {
     const p = { model: select.value, language: $("asr-language").value };
+    // a model that reads whole recordings gives its words' confidences (the shading) with its
+    // alternatives; a streaming one gives them always
+    if (!current().streaming) p.nbest = 1;
     if (can("hotwords")) p.hotwords = $("asr-hotwords").value.trim();
     if (can("early_stop")) {
       p.tau = $("asr-tau").value.trim();
