@@ -78,17 +78,15 @@ def measure(model: Any, corpus: Path, languages: list[str], limit: int = 0
     return figures
 
 
-def _confidence_map(model: Any, dev: Path, utterances: int) -> Any:
-    """The confidence map fitted on ``dev`` (the first ``utterances`` of each language, 0:
-    all); None when the model gives no word a confidence."""
-    from lhotse import CutSet
-
+def _confidence_map(model: Any, corpus: Path, utterances: int) -> Any:
+    """The confidence map fitted on ``corpus``'s dev split (the first ``utterances`` of each
+    of the model's languages, 0: all); None when the model gives no word a confidence."""
     from speechlab.calibrate import fit_map, outcomes
 
-    conf, right = outcomes(model, CutSet.from_file(dev), limit=utterances * len(model.languages))
+    conf, right = outcomes(model, _cuts(corpus, "dev", list(model.languages), utterances))
     if not conf:
         return None
-    fitted, _, _ = fit_map(conf, right, dev)
+    fitted, _, _ = fit_map(conf, right, corpus / "dev_cuts.jsonl.gz")
     return fitted
 
 
@@ -152,9 +150,8 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
         figures = measure(loaded, run_corpus, list(card.languages), utterances)
         data = json.loads((staging / CARD_NAME).read_text(encoding="utf-8"))
         data.setdefault("results", {})["shipped"] = figures
-        dev = run_corpus / "dev_cuts.jsonl.gz"
-        if card.kind == "asr" and dev.is_file():
-            fitted = _confidence_map(loaded, dev, utterances)
+        if card.kind == "asr" and (run_corpus / "dev_cuts.jsonl.gz").is_file():
+            fitted = _confidence_map(loaded, run_corpus, utterances)
             if fitted is not None:
                 data["data"]["confidence_map"] = fitted.to_json()
         (staging / CARD_NAME).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n",
