@@ -242,8 +242,12 @@ def test_streaming_equals_whole_recordings_for_any_chunks(rnnt_run):
         n = int(rng.integers(1, 6000))
         stream.accept_waveform(audio[i:i + n])
         partials.append(stream.partial)
+        words = stream.partial_words
+        assert " ".join(w.word for w in words) == stream.partial
+        assert all(0 <= w.confidence <= 1 and w.end <= (i + n) / 16000 + 1e-9 for w in words)
         i += n
     assert stream.finish() == whole
+    assert stream.partial_words == whole.words
     assert partials[-1] == whole.text or len(partials[-1]) <= len(whole.text)
     # with the language given, the same as decoding the utterance's features at once
     hi = asr.transcribe(audio, language="hi")

@@ -4,8 +4,8 @@ One contract per kind of model (``kind``):
 
 - ``asr`` -> :class:`Recognizer`: ``transcribe(audio, sample_rate, language, **options)`` gives
   a :class:`Transcript`; a streaming recognizer also gives a :class:`Stream` (``stream()``:
-  ``accept_waveform``, ``partial``, ``active``, ``lid``, ``finish``), sherpa-onnx's one stream
-  API;
+  ``accept_waveform``, ``partial`` and its ``partial_words``, ``active``, ``lid``,
+  ``is_endpoint``, ``reset``, ``finish``), sherpa-onnx's one stream API;
 - ``tts`` -> :class:`Synthesizer`: ``synthesize(text=..., labels=...)`` gives :class:`Speech`;
 - ``ssl`` -> :class:`Encoder`: a wav2vec 2.0 encoder to diagnose (``waveform``, ``model``).
 
@@ -75,6 +75,14 @@ class Word:
     end: float
     confidence: float | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """``{"word", "start", "end"[, "confidence"]}``, as ``transcribe --json`` writes it."""
+        out: dict[str, Any] = {"word": self.word, "start": round(self.start, 3),
+                               "end": round(self.end, 3)}
+        if self.confidence is not None:
+            out["confidence"] = round(self.confidence, 4)
+        return out
+
 
 @dataclass(frozen=True)
 class Transcript:
@@ -101,17 +109,10 @@ class Transcript:
         out.update(text=self.text, language=self.language,
                    lid=None if self.lid is None else {k: round(float(v), 6)
                                                       for k, v in self.lid.items()},
-                   words=None if self.words is None else [_word_json(w) for w in self.words])
+                   words=None if self.words is None else [w.to_json() for w in self.words])
         if self.nbest is not None:
             out["nbest"] = [{"text": t, "p": round(p, 4)} for t, p in self.nbest]
         return out
-
-
-def _word_json(w: Word) -> dict[str, Any]:
-    out: dict[str, Any] = {"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)}
-    if w.confidence is not None:
-        out["confidence"] = round(w.confidence, 4)
-    return out
 
 
 def words_from_tokens(symbols: Sequence[str], frames: Sequence[int], frame_seconds: float, *,
@@ -199,6 +200,9 @@ class Stream(Protocol):
 
     @property
     def partial(self) -> str: ...
+
+    @property
+    def partial_words(self) -> tuple[Word, ...]: ...  # partial's words: times, confidences
 
     @property
     def active(self) -> tuple[str, ...]: ...   # the languages still decoded

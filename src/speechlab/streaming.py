@@ -7,7 +7,7 @@ the audio as it arrives; ``is_endpoint`` holds by the rules of :mod:`speechlab.e
 *trailing silence* the time since the detector last heard speech and *text* standing for
 "speech was heard"; ``reset()`` then transcribes the utterance's speech (the audio from just
 before the detector first heard it) and starts the next. ``partial`` is empty until an
-utterance is closed: the model gives nothing earlier.
+utterance is closed (``partial_words`` too): the model gives nothing earlier.
 """
 
 from __future__ import annotations
@@ -82,6 +82,10 @@ class VadStream:
     @property
     def partial(self) -> str:
         return self._finished.text if self._finished is not None else ""
+
+    @property
+    def partial_words(self) -> tuple[Word, ...]:
+        return (self._finished.words or ()) if self._finished is not None else ()
 
     @property
     def active(self) -> tuple[str, ...]:

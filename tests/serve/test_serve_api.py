@@ -62,6 +62,11 @@ def test_http_and_websocket_transcripts_equal_the_command_line(server, cli_json,
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:]))
         assert any(0 < len(t) < len("the fox") for t in texts) and texts[-1] == "the fox"
         assert set(partials[0]["lid"]) == {"en", "hi"}
+        # each partial's words, with their confidences as the search stood then
+        for p in partials:
+            assert " ".join(w["word"] for w in p["words"]) == p["text"]
+            assert all(0 < w["confidence"] <= 1 and w["end"] <= p["seconds"] for w in p["words"])
+        assert [w["word"] for w in partials[-1]["words"]] == [w["word"] for w in final["words"]]
     else:  # decodes at 'done'
         assert partials == []
 

@@ -93,6 +93,7 @@ def test_microphone_partials_come_before_the_end_and_the_final_equals_the_cli(pa
     page.click("#asr-record")
     _wait_state(page, "asr", "listening", timeout=15000)
     seen = []  # partial texts shown while listening
+    live_words = []  # the partials' words shown while listening
     deadline = time.monotonic() + 20
     # The file is 3.72 s; its last burst ends at 2.7 s and the loop's next one starts at 4.3 s.
     while _sent_seconds(page) < 3.3:
@@ -101,8 +102,15 @@ def test_microphone_partials_come_before_the_end_and_the_final_equals_the_cli(pa
         text = page.text_content("#asr-text")
         if text and (not seen or seen[-1] != text):
             seen.append(text)
+        # the partial's words, dashed, each shaded by its confidence as the search stands
+        live = page.eval_on_selector_all(
+            ".word.live", "ws => ws.map(w => [w.firstChild.textContent, w.dataset.confidence])")
+        if live:
+            live_words.append(live)
         time.sleep(0.05)
     assert any(0 < len(t) < len(expected) and expected.startswith(t) for t in seen), seen
+    assert live_words and all(0 < float(c) <= 1 for shown in live_words for _, c in shown)
+    assert any(" ".join(w for w, _ in shown) == expected for shown in live_words), live_words
     page.click("#asr-stop")
     assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
     assert page.text_content("#asr-text") == expected
@@ -111,6 +119,7 @@ def test_microphone_partials_come_before_the_end_and_the_final_equals_the_cli(pa
     assert "off" in page.get_attribute(".chip[data-lang=hi]", "class")
     assert "on" in page.get_attribute(".chip[data-lang=en]", "class")
     assert [w.split()[0] for w in page.locator(".word").all_inner_texts()] == ["the", "fox"]
+    assert page.locator(".word.live").count() == 0  # the final's words replace the partial's
 
 
 def test_a_recording_file_streams_or_posts_to_the_same_text_as_the_cli(page, server, cli_json):

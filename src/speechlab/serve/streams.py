@@ -5,10 +5,11 @@
 The client sends binary frames of float32 little-endian mono PCM at 16 kHz and, at the end,
 the text frame ``done``. The server answers with JSON text frames:
 
-- ``{"type": "partial", "text", "lid", "active", "seconds"}`` as audio is decoded: the best
-  text so far, the LID head's posteriors (None without one), the languages whose decoders
-  still run under early stopping (Sec. 6.3 of the multi-softmax paper), and the seconds of
-  audio decoded;
+- ``{"type": "partial", "text", "words", "lid", "active", "seconds"}`` as audio is decoded:
+  the best text so far and its words (times and confidences as the search stands now: a later
+  piece may change them), the LID head's posteriors (None without one), the languages whose
+  decoders still run under early stopping (Sec. 6.3 of the multi-softmax paper), and the
+  seconds of audio decoded;
 - ``{"type": "final", "text", "language", "lid", "words", "segment", "start", "end",
   "last": false}`` each time a streaming model's utterance ends (an endpoint): that
   utterance's :class:`~speechlab.contract.Transcript` as ``speechlab transcribe --json``
@@ -275,6 +276,7 @@ class AsrSession:
                             "recordings); lower max_utterance")
         lid = stream.lid
         out.append({"type": "partial", "text": stream.partial, "segment": self.segments,
+                    "words": [w.to_json() for w in stream.partial_words],
                     "lid": None if lid is None else {k: round(float(v), 6)
                                                      for k, v in lid.items()},
                     "active": list(stream.active),

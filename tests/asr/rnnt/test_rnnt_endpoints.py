@@ -127,3 +127,27 @@ def test_transcribe_stream_prints_one_line_per_utterance(model, tmp_path, capsys
     assert main(["transcribe", str(run), str(wav), "--stream", "--max-utterance", "-2"]) == 2
     err = capsys.readouterr().err
     assert "--max-utterance must be > 0" in err and err.count("\n") == 1
+
+
+def test_partial_words_carry_confidences_and_speak_of_the_current_utterance(model):
+    """``partial_words``: the partial text's words with times and confidences as the search
+    stands; at an endpoint they are the words the utterance's final then gives."""
+    stream = model.stream(endpoint=EndpointConfig(silence_after_text=1.0))
+    audio = three_sentences()
+    finals, shown, start = [], [], 0.0
+    for at in range(0, len(audio), PIECE):
+        stream.accept_waveform(audio[at:at + PIECE])
+        words = stream.partial_words
+        assert " ".join(w.word for w in words) == stream.partial
+        assert all(start <= w.start <= w.end <= (at + PIECE) / 16000 + 1e-9 for w in words)
+        assert all(0.0 < w.confidence <= 1.0 for w in words)
+        shown.append(len(words))
+        if stream.is_endpoint:
+            final = stream.reset()
+            assert final.words == words  # what the last partial showed, confidences included
+            finals.append(final)
+            start = final.extra["end"]
+            assert stream.partial_words == ()
+    assert [u.text for u in finals] == ["the fox"] * 3
+    assert 1 in shown  # "the" was shown with its confidence before "fox" came
+    assert stream.finish().words == stream.partial_words == ()

@@ -607,6 +607,35 @@ class RnntStream:
         now = self.rec.text(self._live_hyp().tokens, self._leading())
         return " ".join(t for t in [*(seg.text for seg in self._segments), now] if t)
 
+    @property
+    def partial_words(self) -> tuple[Word, ...]:
+        """The words of :attr:`partial`, times from the start of the recording, each with its
+        confidence as the search stands now (as a final's: the beam posterior times the
+        labels' probabilities, through the model's map): the closed segments' as they were,
+        the live segment's from its best hypothesis and beam. A later chunk may still change
+        the live words and their confidences; a word the beam disagrees on reads low."""
+        if self._finished is not None:
+            return self._finished.words or ()
+        words = [w for seg in self._segments for w in seg.words or ()]
+        if not self._closed:
+            words += self._live_words()
+        end = self._decoded_seconds()
+        return tuple(Word(w.word, min(w.start, end), min(w.end, end), w.confidence)
+                     for w in words)
+
+    def _live_words(self) -> tuple[Word, ...]:
+        """The live segment's best hypothesis's words with their confidences."""
+        language = self._leading()
+        if self.lid_free:
+            best = self._decoder.best(language)
+            beam = self._decoder.beams[self._decoder.languages.index(language)]
+        else:
+            best, beam = self._decoder.partial, self._decoder.beams[0]
+        if not best.tokens:
+            return ()
+        words, _ = self._confident(best, beam, language)
+        return _shifted(words, self._segment_start * self.rec.fbank.frame_shift)
+
     def finish(self) -> Transcript:
         """The whole recording recognized; the stream takes no more audio."""
         if self._finished is not None:

@@ -113,7 +113,7 @@ export function initAsr(models, capabilities) {
       box.dataset.utterances = "0";
       this.show("");
       $("asr-meta").replaceChildren();
-      $("asr-words").replaceChildren(el("span", { class: "muted", text: "Word times appear with the final result." }));
+      $("asr-words").replaceChildren(el("span", { class: "muted", text: "Words appear with their times as they are recognized." }));
       this.lid(null);
       this.active(current().languages);
       showError("asr-error", null);
@@ -124,6 +124,11 @@ export function initAsr(models, capabilities) {
       this.lid(msg.lid);
       this.active(msg.active);
       this.meta([["sent", `${sentSeconds.toFixed(1)} s`], ["decoded", `${msg.seconds.toFixed(1)} s`]]);
+      // the words so far, the live ones dashed: their text and confidence may still change
+      const live = msg.words || [];
+      if (live.length || this.lines.length) {
+        this.words([...this.lines.flatMap((u) => u.words || []), ...live.map((w) => ({ ...w, live: true }))]);
+      }
     },
     final(msg, latencyMs, sentSeconds) {
       const box = $("asr-transcript");
@@ -174,7 +179,7 @@ export function initAsr(models, capabilities) {
         return;
       }
       $("asr-words").replaceChildren(...words.map((w) => {
-        const span = el("span", { class: "word" }, w.word,
+        const span = el("span", { class: w.live ? "word live" : "word" }, w.word,
           el("small", { text: `${w.start.toFixed(2)}–${w.end.toFixed(2)} s` }));
         if (typeof w.confidence === "number") { // shaded by the model's confidence in it
           span.style.opacity = String(0.35 + 0.65 * w.confidence);
