@@ -69,3 +69,52 @@ def test_refusals():
     bare = Utterance(u.id, u.language, u.feats, u.text, u.tokens)
     with pytest.raises(DataError, match="u0: no samples kept"):
         WaveAugment(PLAN, None).features([bare])
+
+
+def test_vocal_tract_perturbation_warps_the_features_of_a_batch():
+    """vtlp acts after the filter banks: with only it drawn, the features are the cached
+    ones warped (formants up for a warp above 1), lengths unchanged; a plan without it draws
+    what it drew before it existed."""
+    import random
+
+    from speechlab.audio.augment import draw_effects
+    from speechlab.audio.features import warp_mel
+
+    utts = [_utt(i) for i in range(3)]
+    plan = AugmentPlan(vtlp_prob=1.0, vtlp_warp=(1.15, 1.15))
+    feats = WaveAugment(plan, None).features(utts)
+    for u, f in zip(utts, feats):
+        assert f.shape == u.feats.shape and f.dtype == torch.float32
+        warped = torch.from_numpy(warp_mel(u.feats.numpy(), 1.15))
+        assert torch.allclose(f, warped, atol=1e-3)
+        assert not torch.allclose(f, u.feats, atol=0.1)
+    with_it = AugmentPlan(**{**PLAN.__dict__, "vtlp_prob": 1.0})
+    for seed in range(20):
+        old, new = draw_effects(PLAN, random.Random(seed)), draw_effects(with_it, random.Random(seed))
+        assert new[:-1] == old and new[-1].name == "vtlp"
+        assert 0.9 <= dict(new[-1].params)["warp"] <= 1.1
+    rng_a, rng_b = random.Random(1), random.Random(1)
+    draw_effects(PLAN, rng_a)
+    draw_effects(AugmentPlan(**{**PLAN.__dict__, "vtlp_warp": (0.8, 1.2)}), rng_b)
+    assert rng_a.random() == rng_b.random()  # without vtlp_prob, nothing more is drawn
+
+
+def test_warp_mel_moves_a_formant_by_the_warp_and_keeps_the_band_ends():
+    from speechlab.audio.features import FbankConfig, vtln_frequency, warp_mel
+    from speechlab.errors import ConfigError
+
+    cfg = FbankConfig()
+    # a single peak at bin 30 moves up for warp > 1 and down for warp < 1
+    frames = np.zeros((2, 80), np.float32)
+    frames[:, 30] = 10.0
+    up, down = warp_mel(frames, 1.1, cfg), warp_mel(frames, 0.9, cfg)
+    assert np.argmax(up[0]) > 30 > np.argmax(down[0])
+    assert np.array_equal(warp_mel(frames, 1.0, cfg), frames)
+    f = np.array([20.0, 1000.0, 4000.0, 8000.0])
+    assert vtln_frequency(f, 1.1, 20.0, 8000.0)[[0, 3]].tolist() == [20.0, 8000.0]
+    assert vtln_frequency(f, 1.1, 20.0, 8000.0)[1] == pytest.approx(1000 / 1.1)
+    assert np.all(np.diff(vtln_frequency(np.linspace(20, 8000, 500), 0.85, 20.0, 8000.0)) > 0)
+    with pytest.raises(ConfigError, match="vocal tract warp"):
+        warp_mel(frames, 3.0, cfg)
+    with pytest.raises(DataError, match="log-mel frames"):
+        warp_mel(frames[:, :40], 1.1, cfg)

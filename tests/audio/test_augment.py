@@ -136,6 +136,14 @@ def test_unknown_effect_and_bad_plan_are_refused():
         A.AugmentPlan(speed=(1.2, 0.8))
     with pytest.raises(ConfigError, match="channels: unknown"):
         A.AugmentPlan(channels=("fax",))
+    # vtlp warps features: not a waveform effect, not a corpus one
+    with pytest.raises(ConfigError, match="on-the-fly effect"):
+        A.apply_effects(np.zeros(1600), [A.Effect.of("vtlp", warp=1.1)])
+    from speechlab.config import from_dict
+    from speechlab.data.corpus import CorpusConfig
+
+    with pytest.raises(ConfigError, match="task.augment"):
+        from_dict(CorpusConfig, {"effects": {"vtlp_prob": 0.5}})
 
 
 def test_draw_effects_is_seeded_ordered_and_follows_its_probabilities():

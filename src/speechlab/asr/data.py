@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from speechlab.audio.augment import AugmentPlan, apply_effects, draw_effects
-from speechlab.audio.features import FbankConfig, fbank, load_features
+from speechlab.audio.augment import FEATURE_EFFECT, AugmentPlan, apply_effects, draw_effects
+from speechlab.audio.features import FbankConfig, fbank, load_features, warp_mel
 from speechlab.audio.transforms import GlobalCMVN
 from speechlab.errors import DataError
 from speechlab.text.normalize import normalize_text
@@ -170,8 +170,8 @@ class WaveAugment:
     fbank and the run's CMVN, so each epoch hears another room, line and level.
 
     Cheap effects only (speed, reverb, noise and babble of the batch's other utterances, band
-    limits, telephone, gain): they cost a few milliseconds per second of audio, a small share
-    of a training step. The chain's seed comes from torch's global generator, which the trainer
+    limits, telephone, gain, and vocal tract length perturbation of the filter banks): they
+    cost a few milliseconds per second of audio, a small share of a training step. The chain's seed comes from torch's global generator, which the trainer
     checkpoints, so a resumed run draws what an uninterrupted one would have.
     """
 
@@ -195,8 +195,13 @@ class WaveAugment:
         out = []
         for i, (u, x) in enumerate(zip(utts, waves)):
             others = [w for j, w in enumerate(waves) if j != i][:3]
-            y = apply_effects(x, draw_effects(self.plan, rng), others)
-            feats = torch.from_numpy(fbank(np.clip(y, -1.0, 1.0), self.fbank_cfg))
+            chain = draw_effects(self.plan, rng)
+            y = apply_effects(x, [e for e in chain if e.name != FEATURE_EFFECT], others)
+            mel = fbank(np.clip(y, -1.0, 1.0), self.fbank_cfg)
+            for e in chain:
+                if e.name == FEATURE_EFFECT and len(mel):
+                    mel = warp_mel(mel, dict(e.params)["warp"], self.fbank_cfg)
+            feats = torch.from_numpy(np.ascontiguousarray(mel, dtype=np.float32))
             if feats.shape[0] == 0:
                 feats = u.feats  # too short once sped up: the cached features instead
             elif self.cmvn is not None:

@@ -21,7 +21,12 @@ Effects, in the order :func:`draw_effects` chains them:
 * ``telephone`` -- 300-3400 Hz, 8 kHz, 8-bit mu-law, as a telephone line carries speech;
 * ``codec`` -- a lossy codec through sox: ``gsm`` (13 kbit/s, 8 kHz), ``amr-nb`` (8 kHz) or
   ``vorbis`` (16 kHz, low quality);
-* ``gain`` -- ``db`` louder or quieter, clipped as a real input stage would.
+* ``gain`` -- ``db`` louder or quieter, clipped as a real input stage would;
+* ``vtlp`` -- vocal tract length perturbation by ``warp`` (> 1 moves formants up), applied
+  to the log-mel features, not the samples (:func:`speechlab.audio.features.warp_mel`): a
+  new vocal tract on every draw for the cost of an interpolation, where ``world`` costs more
+  than a training step. :func:`apply_effects` refuses it; the on-the-fly augmenter
+  (:class:`speechlab.asr.data.WaveAugment`) applies it after the filter banks.
 
 Waveforms are float64 mono in [-1, 1] at :data:`SAMPLE_RATE`.
 """
@@ -306,6 +311,9 @@ def apply_effects(x: np.ndarray, effects: Sequence[Effect],
     ``babble`` effect mixes in."""
     for e in effects:
         fn = EFFECTS.get(e.name)
+        if e.name == FEATURE_EFFECT:
+            raise ConfigError("vtlp warps the log-mel features, not the samples: it is an "
+                              "on-the-fly effect (task.augment), not a corpus one")
         if fn is None:
             raise DataError(f"unknown effect {e.name!r}; known: {list(EFFECTS)}")
         params = dict(e.params)
@@ -321,6 +329,8 @@ def apply_effects(x: np.ndarray, effects: Sequence[Effect],
 
 
 CHANNEL_KINDS = ("telephone", "bandpass", *CODECS)
+#: The effect that acts on features, after the filter banks (module doc).
+FEATURE_EFFECT = "vtlp"
 
 
 @dataclass(frozen=True)
@@ -336,6 +346,9 @@ class AugmentPlan:
             other utterances instead.
         channel_prob, channels: one of ``telephone``, ``bandpass`` or a sox codec name.
         gain_prob, gain_db: level changes.
+        vtlp_prob, vtlp_warp: vocal tract length perturbation of the features (on the fly
+            only; drawn after the others, and only when ``vtlp_prob`` > 0, so a plan without
+            it draws what it drew before it existed).
     """
 
     world_prob: float = ranged(0.0, ge=0, le=1)
@@ -353,10 +366,13 @@ class AugmentPlan:
     channels: tuple[str, ...] = ("telephone", "bandpass")
     gain_prob: float = ranged(0.0, ge=0, le=1)
     gain_db: tuple[float, float] = ranged((-10.0, 6.0), ge=-40, le=20)
+    vtlp_prob: float = ranged(0.0, ge=0, le=1)
+    vtlp_warp: tuple[float, float] = ranged((0.9, 1.1), gt=0.5, lt=2)
 
     def __post_init__(self) -> None:
         check_fields(self)
-        for name in ("f0_scale", "formant_warp", "speed", "rt60", "drr_db", "snr_db", "gain_db"):
+        for name in ("f0_scale", "formant_warp", "speed", "rt60", "drr_db", "snr_db", "gain_db",
+                     "vtlp_warp"):
             low, high = getattr(self, name)
             if low > high:
                 raise ConfigError(f"{name} is a (low, high) range, got low {low} > high {high}")
@@ -372,7 +388,8 @@ class AugmentPlan:
     def active(self) -> bool:
         """Whether any effect can be drawn."""
         return any(p > 0 for p in (self.world_prob, self.speed_prob, self.reverb_prob,
-                                   self.noise_prob, self.channel_prob, self.gain_prob))
+                                   self.noise_prob, self.channel_prob, self.gain_prob,
+                                   self.vtlp_prob))
 
 
 def draw_effects(plan: AugmentPlan, rng) -> tuple[Effect, ...]:  # noqa: ANN001 (random.Random)
@@ -412,4 +429,8 @@ def draw_effects(plan: AugmentPlan, rng) -> tuple[Effect, ...]:  # noqa: ANN001 
             out.append(Effect.of("codec", name=pick_channel))
     if r[5] < plan.gain_prob:
         out.append(Effect.of("gain", db=lerp(plan.gain_db, u[8])))
+    if plan.vtlp_prob > 0:  # drawn last, and only then: older plans keep their draws
+        on, t = rng.random(), rng.random()
+        if on < plan.vtlp_prob:
+            out.append(Effect.of(FEATURE_EFFECT, warp=lerp(plan.vtlp_warp, t)))
     return tuple(out)

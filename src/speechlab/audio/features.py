@@ -146,6 +146,54 @@ def fbank(samples: np.ndarray, cfg: FbankConfig = FbankConfig()) -> np.ndarray:
     return feats
 
 
+def _mel(f: np.ndarray) -> np.ndarray:
+    return 1127.0 * np.log1p(np.asarray(f, dtype=np.float64) / 700.0)
+
+
+def vtln_frequency(f: np.ndarray, warp: float, low: float, high: float,
+                   cutoffs: tuple[float, float] = (100.0, -500.0)) -> np.ndarray:
+    """Kaldi's piecewise-linear VTLN map: the frequency whose content a filter at ``f`` Hz
+    hears when formants are scaled by ``warp`` -- ``f / warp`` between the two cutoffs (the
+    upper one an offset from ``high`` when <= 0), straight lines to ``low`` and ``high`` beyond
+    them, so the band's ends stay put."""
+    f = np.asarray(f, dtype=np.float64)
+    lo_cut = cutoffs[0] * max(1.0, warp)
+    hi_cut = (cutoffs[1] if cutoffs[1] > 0 else high + cutoffs[1]) * min(1.0, warp)
+    out = f / warp
+    left = f < lo_cut
+    out[left] = low + (lo_cut / warp - low) / (lo_cut - low) * (f[left] - low)
+    right = f >= hi_cut
+    out[right] = high + (high - hi_cut / warp) / (high - hi_cut) * (f[right] - high)
+    return np.clip(out, low, high)
+
+
+def warp_mel(feats: np.ndarray, warp: float, cfg: FbankConfig = FbankConfig()) -> np.ndarray:
+    """Vocal tract length perturbation of log-mel frames ``(T, D)`` made with ``cfg``: each
+    bin takes the value the unwarped frames have where :func:`vtln_frequency` maps its centre
+    (linear interpolation between bins on the mel scale), so ``warp`` > 1 moves the formants up,
+    as a shorter vocal tract does. An approximation of filter banks warped in Kaldi's VTLN way
+    (close for warps within 10-20%) that costs an interpolation, not a new analysis."""
+    feats = np.asarray(feats)
+    if feats.ndim != 2 or feats.shape[1] != cfg.num_mel_bins:
+        raise DataError(f"warp_mel expects (T, {cfg.num_mel_bins}) log-mel frames, got "
+                        f"{feats.shape}")
+    if not 0.5 < warp < 2.0:
+        raise ConfigError(f"vocal tract warp must be in (0.5, 2), got {warp}")
+    nyquist = cfg.sampling_rate / 2
+    high = cfg.high_freq if cfg.high_freq > 0 else nyquist + cfg.high_freq
+    d = cfg.num_mel_bins
+    lo_mel, hi_mel = _mel(cfg.low_freq), _mel(high)
+    step = (hi_mel - lo_mel) / (d + 1)
+    centres_mel = lo_mel + step * np.arange(1, d + 1)
+    centres = 700.0 * np.expm1(centres_mel / 1127.0)
+    src = (_mel(vtln_frequency(centres, warp, cfg.low_freq, high)) - lo_mel) / step - 1.0
+    src = np.clip(src, 0.0, d - 1.0)
+    i = np.minimum(np.floor(src).astype(np.int64), d - 2) if d > 1 else np.zeros(d, np.int64)
+    frac = (src - i).astype(feats.dtype)
+    j = np.minimum(i + 1, d - 1)
+    return feats[:, i] * (1 - frac) + feats[:, j] * frac
+
+
 def _sources(cut) -> str:
     return ", ".join(str(s.source) for s in cut.recording.sources) if cut.has_recording else "-"
 

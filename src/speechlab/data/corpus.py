@@ -252,6 +252,10 @@ class CorpusConfig:
             raise ConfigError("test_variants must hold out some, but not all, voice variants")
         if self.dev_fraction + self.test_fraction >= 1:
             raise ConfigError("dev_fraction and test_fraction must be > 0 and sum to < 1")
+        if self.effects.vtlp_prob > 0:
+            raise ConfigError("effects.vtlp_prob: vocal tract length perturbation warps the "
+                              "features of each batch; give it in the recipe's task.augment "
+                              "(the corpus keeps samples)")
         unknown_colors = sorted(set(self.noise_colors) - set(NOISE_COLORS))
         if not self.noise_colors or unknown_colors:
             raise ConfigError(f"noise_colors: unknown colour(s) {unknown_colors}; known: "
