@@ -6,7 +6,8 @@ drawn as training draws them:
 * a training step of the shipped CTC recipe's model (``small`` preset, S1-T1 graph loss,
   forward + backward + optimizer update), one thread;
 * making the same batch's features afresh through :class:`speechlab.asr.data.WaveAugment`
-  with the shipped recipe's effects (speed, rooms, noise and babble, lines, gain), one thread.
+  with the shipped recipe's effects (speed, rooms, noise and babble, lines, gain, and vocal
+  tract length perturbation of the features), one thread.
 
 Prints both medians and their ratio; the target is augmentation <= 20% of a step.
 
@@ -16,6 +17,7 @@ Prints both medians and their ratio; the target is augmentation <= 20% of a step
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -39,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     from speechlab.asr.ctc.task import CtcTask, CtcTaskConfig
     from speechlab.asr.ctc.topology import num_tokens
     from speechlab.asr.data import WaveAugment, load_utterances
-    from speechlab.audio.augment import AugmentPlan
+    from speechlab.experiment.recipes import load_recipe
+    from speechlab.papers.topologies.recipe import TopologiesConfig
     from speechlab.audio.features import FbankConfig, compute_features, fit_cmvn
     from speechlab.data.corpus import CorpusConfig, make_asr_corpus
     from speechlab.text.normalize import normalize_text
@@ -50,9 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    # The shipped recipe's effects (src/speechlab/recipes/topologies/shipped.yaml).
-    plan = AugmentPlan(speed_prob=0.3, reverb_prob=0.3, noise_prob=0.4, channel_prob=0.2,
-                       gain_prob=0.5)
+    # The shipped recipe's effects (src/speechlab/recipes/topologies/shipped.yaml), with vocal
+    # tract length perturbation on every utterance if the recipe has none (its cost counted).
+    plan = load_recipe(TopologiesConfig, "topologies", "shipped").task.augment
+    if plan.vtlp_prob == 0:
+        plan = dataclasses.replace(plan, vtlp_prob=1.0)
+    print("effects:", ", ".join(f"{k} {v}" for k, v in vars(plan).items()
+                                if k.endswith("_prob") and v > 0))
     with tempfile.TemporaryDirectory(prefix="augment-cost-") as tmp:
         corpus = make_asr_corpus(CorpusConfig(minutes={"en": 4.0}, unseen_voices={}),
                                  Path(tmp) / "corpus", progress=False)
