@@ -117,17 +117,26 @@ QUANTIZED_OPS = ("MatMul", "Gemm", "LSTM")
 
 def quantized(graph: bytes) -> bytes:
     """An ONNX graph with its weights quantized to int8 (dynamic quantization)."""
+    import logging
     import tempfile
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    root = logging.getLogger()
+    level = root.level
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "int8.onnx"
         src.write_bytes(graph)
-        # the matrix products (and LSTMs) only: quantizing the convolutions' inputs as they
-        # run costs more than int8 saves there (benchmarks/onnx_int8.py)
-        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8,
-                         op_types_to_quantize=list(QUANTIZED_OPS))
+        # The quantizer logs a line per operator it leaves (and advice) on the root logger:
+        # dozens of lines for one package, none about the user's input.
+        root.setLevel(logging.ERROR)
+        try:
+            # the matrix products (and LSTMs) only: quantizing the convolutions' inputs as
+            # they run costs more than int8 saves there (benchmarks/onnx_int8.py)
+            quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8,
+                             op_types_to_quantize=list(QUANTIZED_OPS))
+        finally:
+            root.setLevel(level)
         return dst.read_bytes()
 
 
