@@ -128,3 +128,44 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     # not replaced without --overwrite; nothing left half-made
     assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 2
     assert sorted(p.name for p in ships.iterdir()) == ["en_ctc"]
+
+
+def test_ship_measures_a_synthesizer_on_the_test_split(tmp_path, monkeypatch):
+    """A TTS model is shipped with its test split's MCD, F0 RMSE and V/UV agreement, measured
+    as a user synthesizes (labels in, the model's frames against the recordings')."""
+    import shutil
+
+    from speechlab.metrics.tts import mcd
+    from speechlab.package import read_card
+    from speechlab.testing.tiny_models import salad_package
+    from speechlab.tts.acoustic import MCEP, analyse
+    from speechlab.tts.corpus import TtsCorpusConfig, load_tts_split, make_tts_corpus
+
+    if shutil.which("festival") is None:
+        pytest.skip("needs festival for the TTS corpus")
+    corpus = make_tts_corpus(TtsCorpusConfig(minutes=0.3, dev_fraction=0.2, test_fraction=0.2),
+                             tmp_path / "corpus")
+    pkg = salad_package(tmp_path / "pkg")
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path / "models"))
+    assert main(["models", "ship", str(pkg), "--name", "en_salad", "--corpus",
+                 str(corpus)]) == 0
+    card = read_card(tmp_path / "models" / "en_salad")
+    figures = card.results["shipped"]
+    assert set(figures) == {"test MCD [dB]", "test F0 RMSE [Hz]", "test V/UV [%]"}
+    # the MCD is the model's own frames against the recordings', pooled over the test split
+    model = speechlab.load(tmp_path / "models" / "en_salad")
+    refs, hyps = [], []
+    for utt in load_tts_split(corpus, "test"):
+        frames = model.synthesize(labels=utt.labels).features
+        import soundfile as sf
+
+        wav, rate = sf.read(utt.wav, dtype="float64")
+        refs.append(analyse(wav, rate, len(frames)))
+        hyps.append(frames)
+    assert len(refs) >= 1
+    expected = mcd(np.concatenate(refs)[:, MCEP], np.concatenate(hyps)[:, MCEP])
+    assert figures["test MCD [dB]"] == pytest.approx(expected, abs=0.02)
+    assert 0 <= figures["test V/UV [%]"] <= 100 and figures["test F0 RMSE [Hz]"] >= 0
+    readme = (tmp_path / "models" / "en_salad" / "README.md").read_text()
+    assert "| test MCD [dB] |" in readme and "mel-cepstral distortion" in readme
+    assert "confidence" not in readme

@@ -6,10 +6,12 @@
 1. the package, as ``speechlab export`` writes it (its card names the run's command and commit),
    lean: float16 weights, and no side file the family rebuilds at load (a CTC model's
    decoding graph);
-2. its test figures, measured through the model as a user loads it: WER per language on the
-   run corpus's ``test`` split (the voices of training) and ``unseen`` split (voices no training
-   utterance has), with the language given, and for a model of several languages also without
-   it (its LID picks); written into the card (``results["shipped"]``);
+2. its test figures, measured through the model as a user loads it: a recognizer's WER per
+   language on the run corpus's ``test`` split (the voices of training) and ``unseen`` split
+   (voices no training utterance has), with the language given, and for a model of several
+   languages also without it (its LID picks); a synthesizer's MCD, F0 RMSE and V/UV agreement
+   on the ``test`` split (:func:`measure_speech`); written into the card
+   (``results["shipped"]``);
 3. a recognizer's confidence map (:mod:`speechlab.calibrate`), fitted on the run corpus's
    ``dev`` split when it has one, in the card (``data["confidence_map"]``);
 4. its ``README.md``: what it is, the command and commit that made it, the figures, its size.
@@ -27,6 +29,8 @@ import json
 import shutil
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from speechlab.errors import DataError
 from speechlab.shipped import models_dir, table_rows
@@ -78,6 +82,38 @@ def measure(model: Any, corpus: Path, languages: list[str], limit: int = 0
     return figures
 
 
+def measure_speech(model: Any, corpus: Path, limit: int = 0) -> dict[str, float]:
+    """A synthesizer on ``corpus``'s test split (the first ``limit`` utterances; 0: all), as a
+    user runs it (``synthesize(labels=...)``, the model's own attention window): each
+    utterance's phone-aligned labels spoken, the model's acoustic frames (WORLD analysis of its
+    waveform where the family gives none) against WORLD analysis of the recording: MCD [dB],
+    F0 RMSE [Hz] over frames voiced in both, V/UV agreement [%]."""
+    import soundfile as sf
+
+    from speechlab.metrics.tts import mcd, vuv_accuracy
+    from speechlab.metrics.tts import f0_rmse as rmse
+    from speechlab.tts.acoustic import MCEP, analyse, f0_of
+    from speechlab.tts.corpus import load_tts_split
+
+    utts = load_tts_split(corpus, "test")[: limit or None]
+    if not utts:
+        raise DataError(f"{corpus}: no test utterance to measure the synthesizer on")
+    refs, hyps = [], []
+    for utt in utts:
+        speech = model.synthesize(labels=utt.labels)
+        frames = getattr(speech, "features", None)
+        if frames is None:
+            frames = analyse(speech.waveform, speech.sample_rate)
+        wav, rate = sf.read(utt.wav, dtype="float64")
+        refs.append(analyse(wav, rate, len(frames)))
+        hyps.append(np.asarray(frames))
+    ref, hyp = np.concatenate(refs), np.concatenate(hyps)
+    ref_f0, hyp_f0 = f0_of(ref), f0_of(hyp)
+    return {"test MCD [dB]": round(mcd(ref[:, MCEP], hyp[:, MCEP]), 2),
+            "test F0 RMSE [Hz]": round(rmse(ref_f0, hyp_f0), 1),
+            "test V/UV [%]": round(100 * vuv_accuracy(ref_f0, hyp_f0), 1)}
+
+
 def _confidence_map(model: Any, corpus: Path, utterances: int) -> Any:
     """The confidence map fitted on ``corpus``'s dev split (the first ``utterances`` of each
     of the model's languages, 0: all); None when the model gives no word a confidence."""
@@ -103,9 +139,13 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              f"- run: `{made.get('run') or made.get('source', 'unknown')}`, checkpoint "
              f"`{made.get('checkpoint', '-')}`", "",
              "## Test figures", "",
-             "WER[%] through `speechlab.load`, on the run corpus's test split (the voices of "
-             "training) and unseen split (the same sentences by voices no training utterance "
-             "has):", "", "| figure | value |", "|---|---:|"]
+             ("Through `speechlab.load`, on the run corpus's test split: each sentence's "
+              "phone-aligned labels spoken by the model, its acoustic frames against WORLD "
+              "analysis of the recording (mel-cepstral distortion, F0 error over frames voiced "
+              "in both, voiced/unvoiced agreement):" if card.kind == "tts" else
+              "WER[%] through `speechlab.load`, on the run corpus's test split (the voices of "
+              "training) and unseen split (the same sentences by voices no training utterance "
+              "has):"), "", "| figure | value |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in figs.items()]
     fitted = (card.data or {}).get("confidence_map")
     if fitted:
@@ -147,7 +187,8 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
         export(source, staging, overwrite=True, lean=True)
         card = read_card(staging)
         loaded = load(staging)
-        figures = measure(loaded, run_corpus, list(card.languages), utterances)
+        figures = (measure_speech(loaded, run_corpus, utterances) if card.kind == "tts" else
+                   measure(loaded, run_corpus, list(card.languages), utterances))
         data = json.loads((staging / CARD_NAME).read_text(encoding="utf-8"))
         data.setdefault("results", {})["shipped"] = figures
         if card.kind == "asr" and (run_corpus / "dev_cuts.jsonl.gz").is_file():
