@@ -57,27 +57,34 @@ def _cuts(corpus: Path, split: str, languages: list[str], limit: int) -> list[An
 def measure(model: Any, corpus: Path, languages: list[str], limit: int = 0
             ) -> dict[str, float]:
     """WER[%] of ``model`` per language on ``corpus``'s test and unseen splits (the first
-    ``limit`` utterances of each language; 0: all), language given; for several languages
-    also language not given. Keys like ``"en test WER"``, ``"en unseen WER"``."""
+    ``limit`` utterances of each language; 0: all), language given, by its default search;
+    for several languages also language not given; and with the language given by each other
+    search the model offers (``model.methods[1:]``, e.g. a wav2vec 2.0 model's n-gram LM
+    search). Keys like ``"en test WER"``, ``"en unseen WER"``, ``"en test WER (lm)"``."""
     from speechlab.metrics import wer
     from speechlab.text.normalize import normalize_text
 
     figures: dict[str, float] = {}
-    modes: list[bool] = [True] + ([False] if len(languages) > 1 else [])
+    methods = tuple(getattr(model, "methods", ()) or (None,))
+    modes: list[tuple[bool, str | None]] = [(True, None)] + (
+        [(False, None)] if len(languages) > 1 else []) + [(True, m) for m in methods[1:]]
     for split in ("test", "unseen"):
         cuts = _cuts(corpus, split, languages, limit)
-        for given in modes:
+        for given, method in modes:
             by_lang: dict[str, tuple[list[str], list[str]]] = {}
+            options = {} if method is None else {"method": method}
             for cut in cuts:
                 sup = cut.supervisions[0]
                 text = model.transcribe(cut.load_audio()[0], cut.sampling_rate,
-                                        language=sup.language if given else None).text
+                                        language=sup.language if given else None,
+                                        **options).text
                 refs, hyps = by_lang.setdefault(sup.language, ([], []))
                 refs.append(normalize_text(sup.text, sup.language))
                 hyps.append(text)
             for lang in languages:
                 if lang in by_lang:
-                    key = f"{lang} {split} WER" + ("" if given else " (language not given)")
+                    key = f"{lang} {split} WER" + ("" if given else " (language not given)") \
+                        + ("" if method is None else f" ({method})")
                     figures[key] = round(100 * wer(*by_lang[lang]).wer, 1)
     return figures
 
@@ -145,7 +152,8 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
               "in both, voiced/unvoiced agreement):" if card.kind == "tts" else
               "WER[%] through `speechlab.load`, on the run corpus's test split (the voices of "
               "training) and unseen split (the same sentences by voices no training utterance "
-              "has):"), "", "| figure | value |", "|---|---:|"]
+              "has), by the model's default search (in brackets: another search it offers, "
+              "`transcribe(..., method=...)`):"), "", "| figure | value |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in figs.items()]
     fitted = (card.data or {}).get("confidence_map")
     if fitted:
