@@ -115,6 +115,10 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     from speechlab.package import weights_header
 
     assert "graph" not in card.files and not (ships / "en_ctc" / "graph.fst").exists()
+    # the LM goes gzip-compressed, and the graph built from it is the run's
+    assert card.files["lm"] == "lm.arpa.gz" and not (ships / "en_ctc" / "lm.arpa").exists()
+    assert (ships / "en_ctc" / "lm.arpa.gz").stat().st_size < \
+        (run / "lang" / "en.arpa").stat().st_size / 2
     assert {dtype for _, dtype in weights_header(ships / "en_ctc").values()} == {"F16"}
     full = speechlab.load(model)
     lean = speechlab.load(ships / "en_ctc")

@@ -147,9 +147,24 @@ def _lean(card: Any, weights: Any, files: dict[str, Any]) -> tuple[Any, Any, dic
     if weights is not None:
         weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
     dropped = {card.files[role] for role in card.data.get("rebuildable", ()) if role in card.files}
-    card = replace(card, files={r: n for r, n in card.files.items() if n not in dropped},
-                   data={**card.data, "lean": True})
-    return card, weights, {n: c for n, c in files.items() if n not in dropped}
+    kept = {n: c for n, c in files.items() if n not in dropped}
+    # n-gram LMs go gzip-compressed (ARPA text shrinks about 4x; the readers tell it by its
+    # first bytes, so a package exported again from a lean one is not compressed twice)
+    renamed: dict[str, str] = {}
+    for name in [n for n in kept if n.endswith(".arpa")]:
+        import gzip
+
+        from speechlab.text.ngram import GZIP_MAGIC
+
+        content = kept.pop(name)
+        raw = content if isinstance(content, bytes) else Path(content).read_bytes()
+        if raw[:2] != GZIP_MAGIC:
+            raw = gzip.compress(raw, compresslevel=9, mtime=0)
+        renamed[name] = name + ".gz"
+        kept[name + ".gz"] = raw
+    files_of = {r: renamed.get(n, n) for r, n in card.files.items() if n not in dropped}
+    card = replace(card, files=files_of, data={**card.data, "lean": True})
+    return card, weights, kept
 
 
 def _on(model: Model, backend: str | None, source: Path) -> Model:

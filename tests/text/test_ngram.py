@@ -196,5 +196,33 @@ def test_unreadable_arpa(tmp_path):
         read_arpa(path)
 
 
+def test_a_gzip_compressed_arpa_reads_as_its_text(tmp_path):
+    """Told by its first bytes, whatever its name; a tool that reads plain ARPA only gets an
+    uncompressed copy; a broken archive is one error naming the file."""
+    import gzip
+
+    from speechlab.text.ngram import arpa_bytes, plain_arpa
+
+    plain = tmp_path / "lm.arpa"
+    plain.write_text(GOOD)
+    packed = tmp_path / "lm.arpa.gz"
+    packed.write_bytes(gzip.compress(GOOD.encode(), mtime=0))
+    odd = tmp_path / "named.arpa"  # compressed under a plain name
+    odd.write_bytes(packed.read_bytes())
+    for path in (packed, odd):
+        lm = read_arpa(path)
+        assert lm.vocab == read_arpa(plain).vocab and lm.ngrams == read_arpa(plain).ngrams
+        assert arpa_bytes(path) == plain.read_bytes()
+        with plain_arpa(path) as text:
+            assert text != path and text.read_text() == GOOD
+        assert not text.exists()  # the copy is gone afterwards
+    with plain_arpa(plain) as text:
+        assert text == plain
+    broken = tmp_path / "broken.arpa.gz"
+    broken.write_bytes(packed.read_bytes()[:20])
+    with pytest.raises(DataError, match=f"{broken}: a gzip-compressed ARPA file that does not"):
+        read_arpa(broken)
+
+
 def test_empty_model_has_no_vocab():
     assert ArpaLM().vocab == []

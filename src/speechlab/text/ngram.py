@@ -32,10 +32,11 @@ drops every dev/test sentence (compared case- and punctuation-blind, like the co
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -300,6 +301,47 @@ def _log10(x: float) -> float:
 # Reading
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def arpa_bytes(path: str | Path) -> bytes:
+    """The ARPA text of ``path``, a plain file or a gzip-compressed one (told by its first
+    bytes, whatever its name)."""
+    import gzip
+    import zlib
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"ARPA file {path} does not exist") from None
+    if raw[:2] != GZIP_MAGIC:
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(f"{path}: a gzip-compressed ARPA file that does not decompress "
+                        f"({e})") from None
+
+
+@contextlib.contextmanager
+def plain_arpa(path: str | Path) -> Iterator[Path]:
+    """A path to the plain ARPA text of ``path``: itself, or for a gzip-compressed file a
+    temporary uncompressed copy (for tools that read plain ARPA only, e.g. kaldilm)."""
+    import tempfile
+
+    path = Path(path)
+    with open(path, "rb") as f:
+        compressed = f.read(2) == GZIP_MAGIC
+    if not compressed:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="speechlab-arpa-") as tmp:
+        text = Path(tmp) / "lm.arpa"
+        text.write_bytes(arpa_bytes(path))
+        yield text
+
+
 def read_arpa(path: str | Path) -> ArpaLM:
     """Parse and validate an ARPA file.
 
@@ -313,10 +355,7 @@ def read_arpa(path: str | Path) -> ArpaLM:
         DataError: naming ``file:line`` and what is wrong.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"ARPA file {path} does not exist") from None
+    raw = arpa_bytes(path)
     lines = raw.split(b"\n")
 
     def fail(lineno: int, msg: str) -> DataError:

@@ -69,7 +69,7 @@ from speechlab.asr.ctc import topology as topo_mod
 from speechlab.errors import ConfigError, DataError
 from speechlab.files import atomic_path, atomic_write_json, file_lock
 from speechlab.text.lexicon import Lexicon
-from speechlab.text.ngram import BOS, EOS, read_arpa
+from speechlab.text.ngram import BOS, EOS, arpa_bytes, plain_arpa, read_arpa
 
 log = logging.getLogger(__name__)
 
@@ -289,8 +289,8 @@ def grammar_fst(arpa: str | Path, lang: Lang, missing: str = "skip"):
         words_txt = Path(tmp) / "words.txt"
         words_txt.write_text(lang.word_table(), encoding="utf-8")
         out = Path(tmp) / "G.fst"
-        with _stderr_to_log(f"kaldilm.arpa2fst {arpa}"):
-            kaldilm.arpa2fst(str(arpa), str(out), disambig_symbol="#0",
+        with _stderr_to_log(f"kaldilm.arpa2fst {arpa}"), plain_arpa(arpa) as text:
+            kaldilm.arpa2fst(str(text), str(out), disambig_symbol="#0",
                              read_symbol_table=str(words_txt), max_arpa_warnings=0)
         g = kaldifst.StdVectorFst.read(str(out))
     kaldifst.arcsort(g, sort_type="ilabel")
@@ -627,10 +627,11 @@ def to_arcs(fst) -> topo_mod.Arcs:
 
 def graph_key(name: str, lang: Lang, arpa: str | Path, recipe: str, missing: str) -> str:
     """Content address of a decoding graph: sha256 over the graph version, topology, lang
-    (phones, words, pronunciations), the ARPA file's bytes and the options."""
+    (phones, words, pronunciations), the ARPA text (the same compressed or not) and the
+    options."""
     import kaldifst
 
-    arpa_hash = hashlib.sha256(Path(arpa).read_bytes()).hexdigest()
+    arpa_hash = hashlib.sha256(arpa_bytes(arpa)).hexdigest()  # compressed or not
     parts = [GRAPH_VERSION, topo_mod.get(name).name, lang.fingerprint(), arpa_hash, recipe,
              missing, kaldifst.__version__]
     return hashlib.sha256(json.dumps(parts).encode("utf-8")).hexdigest()
