@@ -148,7 +148,7 @@ def _lean(card: Any, weights: Any, files: dict[str, Any]) -> tuple[Any, Any, dic
         weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
     dropped = {card.files[role] for role in card.data.get("rebuildable", ()) if role in card.files}
     kept = {n: c for n, c in files.items() if n not in dropped}
-    # n-gram LMs go gzip-compressed (ARPA text shrinks about 4x; the readers tell it by its
+    # n-gram LMs go gzip-compressed (ARPA text shrinks 3-4x; the readers tell it by its
     # first bytes, so a package exported again from a lean one is not compressed twice)
     renamed: dict[str, str] = {}
     for name in [n for n in kept if n.endswith(".arpa")]:
