@@ -49,14 +49,15 @@ def main() -> int:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path="/usr/bin/chromium",
                                             args=[*FLAGS, f"--use-file-for-fake-audio-capture={wav}"])
-                page = browser.new_page(viewport={"width": 1280, "height": 760})
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(url)
                 page.wait_for_selector("body[data-ready=true]")
                 page.fill("#asr-tau", "10")
                 page.fill("#asr-sth", "1")
                 page.click("#asr-record")
                 page.wait_for_selector("#asr-status[data-state=listening]")
-                time.sleep(2.3)  # mid-way: "the f" so far, Hindi's decoder stopped
+                # mid-way: the partial's words shown live (dashed, shaded by confidence)
+                page.locator(".word.live").nth(1).wait_for(timeout=60000)
                 page.screenshot(path=HERE / "asr.png")
                 time.sleep(1.4)
                 page.click("#asr-stop")
