@@ -1,6 +1,6 @@
 """Hotwords: a word the model misses is found when the search is biased towards it, for the
 RNN-T (a context graph in the beam search) and the CTC-topology models (boosted arcs in
-T∘L∘G); the context graph on its own; bad hotwords refused by the CLI, the options and the
+T∘L∘G, a word the graph lacks added to it first); the context graph on its own; bad hotwords refused by the CLI, the options and the
 server's parser."""
 
 from __future__ import annotations
@@ -74,6 +74,50 @@ def test_the_ctc_model_finds_a_hotword_it_missed(tmp_path):
         asr.transcribe(audio, hotwords=["zebra"])
     with pytest.raises(ConfigError, match="does not take them"):
         asr.transcribe(audio, hotwords=[missed], method="prefix")
+
+
+def test_a_hotword_the_ctc_model_lacks_is_added_to_its_graph(tmp_path, monkeypatch):
+    import speechlab
+    from speechlab.asr.ctc import phones
+    from speechlab.testing.tiny_models import ctc_package
+    from speechlab.text.lexicon import Lexicon
+
+    monkeypatch.setenv("SPEECHLAB_CACHE", str(tmp_path / "cache"))
+    asr = speechlab.load(ctc_package(tmp_path / "ctc"))
+    audio = _noise(2.0, 0)
+    plain = asr.transcribe(audio)
+    assert "nos" not in asr.graph.lang.words
+    # The tiny model's phones are not ARPAbet, so its pronunciation source is stood in for:
+    # "nos" is said as a word the plain search misses.
+    missed = next(w for w in asr.graph.lang.words if w not in plain.text.split())
+    asked: list[list[str]] = []
+
+    def pronounce(language, words):
+        asked.append(list(words))
+        return Lexicon({w: asr.tokenizer.lexicon[missed] for w in words})
+
+    monkeypatch.setattr(phones, "lexicon_for", pronounce)
+    biased = asr.transcribe(audio, hotwords=["Nos"], hotword_score=15.0, nbest=3)
+    assert asked == [["nos"]]  # normalized as the transcripts were
+    assert "nos" in biased.text.split()
+    assert any(w.word == "nos" and w.confidence is not None for w in biased.words)
+    assert any("nos" in text.split() for text, _ in biased.nbest)
+    assert len(list((tmp_path / "cache" / "graphs").glob("*.fst"))) == 1  # built once, kept
+    again = asr.transcribe(audio, hotwords=["nos"], hotword_score=15.0)
+    assert again.text == biased.text and asked == [["nos"]]  # the same graph, not rebuilt
+    assert asr.transcribe(audio).text == plain.text  # the model's own graph is untouched
+    assert "nos" not in asr.graph.lang.words
+    # Another recognizer of the same package finds the graph in the cache.
+    other = speechlab.load(tmp_path / "ctc")
+    assert other.transcribe(audio, hotwords=["nos"], hotword_score=15.0).text == biased.text
+    assert len(list((tmp_path / "cache" / "graphs").glob("*.fst"))) == 1
+    other.new_words = False  # what speechlab serve does without --new-words
+    with pytest.raises(ConfigError, match="adding words is off here"):
+        other.transcribe(audio, hotwords=["nosy"])
+    monkeypatch.setattr(phones, "lexicon_for", lambda language, words: Lexicon(
+        {w: [["Z", "IY"]] for w in words}))
+    with pytest.raises(ConfigError, match="cannot be spelt with its en phones"):
+        asr.transcribe(audio, hotwords=["zee"])
 
 
 def test_the_options_and_the_cli_refuse_bad_hotwords(tmp_path, capsys):

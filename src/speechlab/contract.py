@@ -15,7 +15,9 @@ carries), ``title`` (how a message names it), ``languages``, ``sample_rate``, ``
 server read instead of asking for attributes or classes: ``transcribe``, ``stream``,
 ``early_stop`` (decoders switched off by the LID head), ``lattice`` (the topology panel),
 ``attention`` (an :class:`Encoder` to diagnose: ``encoder``), ``synthesize``, ``onnx`` (runs
-on onnxruntime: ``onnx()``, ``to_onnx_package()``). :class:`ModelBase` gives a family's class
+on onnxruntime: ``onnx()``, ``to_onnx_package()``), ``hotwords``, ``lm_fusion`` and
+``new_words`` (hotwords outside the vocabulary are added to it; ``new_words = False`` on the
+model turns that off). :class:`ModelBase` gives a family's class
 the defaults for what it does not offer (each refuses with one clear error).
 
 The families implement these (:mod:`speechlab.asr.rnnt.recognizer`,
@@ -52,7 +54,7 @@ MAX_NBEST = 100
 MAX_HOTWORDS = 1000
 #: What a model can be asked for (:attr:`Model.capabilities`).
 CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
-                "onnx", "hotwords", "lm_fusion")
+                "onnx", "hotwords", "lm_fusion", "new_words")
 KINDS = ("asr", "tts", "ssl")
 #: A package's parts as a model writes them: its card, its weights (None for ONNX graphs, which
 #: hold them) and its side files by name.

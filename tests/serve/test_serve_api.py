@@ -118,6 +118,21 @@ def test_a_whole_recording_model_streams_utterances_cut_by_voice(server, tmp_pat
     assert code == 1008 and "streams and ends its utterances itself" in got[0]["message"]
 
 
+def test_a_server_adds_no_words_unless_told(model_paths):
+    import speechlab
+    from speechlab.serve.runtime import Runtime, ServeLimits
+    from speechlab.serve.models import ServedModel
+
+    for allowed in (False, True):
+        ctc = speechlab.load(model_paths["ctc"])
+        assert ctc.new_words  # the library's default: a hotword it lacks is added
+        runtime = Runtime({"ctc": ServedModel("ctc", ctc)}, ServeLimits(new_words=allowed))
+        try:
+            assert ctc.new_words is allowed
+        finally:
+            runtime.close()
+
+
 def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server):
     messages = stream_file(server, "tones", server.wav, query="&languages=hi")
     assert all(m["active"] == ["hi"] for m in messages if m["type"] == "partial")
@@ -144,7 +159,7 @@ def test_hotwords_over_http_and_websocket(server):
     final = stream_file(server, "tones", server.wav, query="&hotwords=the%20fox")[-1]
     assert final["text"] == "the fox"
     for query, message in (("model=hf&hotwords=go", "does not take hotwords"),
-                           ("model=ctc&hotwords=zebra", "not in this model's vocabulary"),
+                           ("model=ctc&hotwords=zebra", "adding words is off here"),
                            ("model=ctc&hotwords=go&hotword_score=0", "hotword_score must be")):
         status, got = post(server.url, f"/api/transcribe?{query}", server.wav.read_bytes())
         assert status == 400 and message in got["error"], got

@@ -244,5 +244,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "in PyTorch (default: each model as it loads)")
     s.add_argument("--workers", type=bounded(int, ge=1, le=64), default=None,
                    help=f"threads decoding streams (default {d.workers}: one per core)")
+    s.add_argument("--new-words", dest="new_words", action="store_true",
+                   help="let a request's hotwords add words a CTC-topology model lacks (each new "
+                        "set builds its decoding graph again: seconds to tens of seconds of one "
+                        "core, during which that model's other requests wait); default: refused")
     add_device_options(s, precision=False)
     s.set_defaults(func=_run_serve)

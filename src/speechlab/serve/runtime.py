@@ -49,7 +49,10 @@ class ServeLimits:
     closed, so idle clients cannot hold every stream slot; ``body_idle_seconds`` and
     ``min_body_kbps`` [--min-body-kbps]: a request body that sends nothing for that long, or
     comes slower than that on average after 10 s, is dropped (HTTP 408), so a trickling
-    upload cannot hold a request slot.
+    upload cannot hold a request slot. ``new_words`` [--new-words]: whether a request's
+    hotwords may add words to a model that can (``new_words`` capability: each new set of
+    words builds its decoding graph again, seconds of CPU while that model's other requests
+    wait), off by default.
     """
 
     max_upload_mb: float = ranged(100.0, gt=0, le=4096, why="uploads are spooled to disk")
@@ -66,6 +69,7 @@ class ServeLimits:
     idle_seconds: float = ranged(30.0, gt=0, le=3600)
     body_idle_seconds: float = ranged(10.0, gt=0, le=600)
     min_body_kbps: float = ranged(16.0, ge=0, le=1e6)
+    new_words: bool = False
 
     @property
     def body_pace(self) -> dict[str, float]:
@@ -140,6 +144,9 @@ class Runtime:
     def __init__(self, models: Mapping[str, ServedModel], limits: ServeLimits) -> None:
         self.models = dict(models)
         self.limits = limits
+        for served in self.models.values():
+            if "new_words" in served.model.capabilities:
+                served.model.new_words = limits.new_words
         self.stream_pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="serve-stream")
         self.job_pool = ThreadPoolExecutor(1, thread_name_prefix="serve-job")
         self.streams = Slots(limits.max_streams, "streams")

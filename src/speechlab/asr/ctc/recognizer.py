@@ -18,9 +18,10 @@ self-contained package.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,8 @@ from speechlab.package import PackageCard, graph_files
 from speechlab.text.lexicon import Lexicon
 from speechlab.train.card import read_decoding
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:  # the lattice search loads numba: only analyse_lattice imports it
     from speechlab.asr.ctc.lattice import Lattice
     from speechlab.asr.ctc.lattice_metrics import LatticeSummary
@@ -56,6 +59,16 @@ MAX_EXPANSIONS = 20_000
 #: The n-best search of transcribe(nbest=N) gives up past this many prefix expansions (a
 #: recording whose probability is spread over very many hypotheses gets no alternatives).
 NBEST_EXPANSIONS = 3_000
+
+
+@dataclass(eq=False)
+class _Biased:
+    """A decoding graph with its hotwords' arcs made cheaper (and the words it was given that
+    the model's graph lacks), its Viterbi decoder, and its lattice arrays on first use."""
+
+    graph: DecodingGraph
+    decoder: ViterbiDecoder
+    lattice: Any = None
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,10 @@ class CtcRecognizer(ModelBase):
     streaming = False
     family = FAMILY
     title = "a CTC-topology model"
-    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx", "hotwords"})
+    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx", "hotwords", "new_words"})
+    #: Whether a hotword outside the graph's vocabulary is added to it (:meth:`_graph_with`:
+    #: a graph built again, seconds of CPU); False refuses it (a shared server's choice).
+    new_words: bool = True
 
     def __init__(self, model: CtcModel, tokenizer: PhoneTokenizer, cmvn: GlobalCMVN,
                  graph: DecodingGraph, *, topology: str, viterbi: ViterbiConfig = ViterbiConfig(),
@@ -176,8 +192,12 @@ class CtcRecognizer(ModelBase):
         ``nbest`` most probable distinct texts, each with its share of the lattice's summed
         path weight (the decoder's, LM included), and each word its confidence
         (:mod:`speechlab.confidence`); a lattice too large to search gives none.
-        ``hotwords`` (Viterbi): words of the graph's vocabulary whose arcs in T∘L∘G cost
-        ``hotword_score`` less (natural log; a phrase boosts each of its words)."""
+        ``hotwords`` (Viterbi): words whose arcs in T∘L∘G cost ``hotword_score`` less (natural
+        log; a phrase boosts each of its words). A hotword the graph lacks is added first: its
+        pronunciation comes from where the lexicon's came from (CMUdict, else espeak-ng;
+        :func:`~speechlab.asr.ctc.phones.lexicon_for`), the LM gets it as a unigram as likely
+        as its median word, and T∘L∘G is built again with it (seconds; cached, so the same
+        words load at once the next time)."""
         if language is not None and language not in self.languages:
             raise ConfigError(f"language {language!r}: this model knows {list(self.languages)}")
         method = method or "viterbi"
@@ -186,7 +206,7 @@ class CtcRecognizer(ModelBase):
         if method == "prefix" and (self.topology != "S1-T1" or self.arpa is None):
             raise ConfigError("prefix search decodes plain CTC (S1-T1) with its LM; this model "
                               f"is {self.topology}" + ("" if self.arpa else " without an LM"))
-        decoder = self._boosted(hotwords, hotword_score, method) if hotwords else None
+        biased = self._boosted(hotwords, hotword_score, method) if hotwords else None
         texts: list[str] = []
         words: list[Word] = []
         pieces_alts: list[list[tuple[str, float]]] = []
@@ -197,9 +217,9 @@ class CtcRecognizer(ModelBase):
             if not len(lp):
                 continue
             if method == "viterbi":
-                text, found = self._viterbi(lp, beam, offset, decoder)
+                text, found = self._viterbi(lp, beam, offset, biased)
                 if nbest > 0:
-                    alts = self._alternatives(lp, text, nbest)
+                    alts = self._alternatives(lp, text, nbest, biased)
                     pieces_alts.append(alts)
                     conf = self.calibrated(word_confidences([w.word for w in found], alts)) \
                         if alts else [None] * len(found)
@@ -220,25 +240,33 @@ class CtcRecognizer(ModelBase):
         return Transcript(" ".join(t for t in texts if t), self.tokenizer.language, None,
                           tuple(words) if method == "viterbi" else None, nbest=alternatives_)
 
-    def _alternatives(self, lp: np.ndarray, best_text: str, n: int) -> list[tuple[str, float]]:
+    def _alternatives(self, lp: np.ndarray, best_text: str, n: int,
+                      biased: _Biased | None = None) -> list[tuple[str, float]]:
         """The lattice's ``n`` most probable distinct texts (at least 10 searched, for the
         words' confidence) with their shares; [] when the lattice is too large to search
-        (more than :data:`NBEST_EXPANSIONS` prefix expansions)."""
+        (more than :data:`NBEST_EXPANSIONS` prefix expansions). ``biased``: over the graph
+        with hotwords."""
         from speechlab.asr.ctc import lattice
         from speechlab.asr.ctc.lattice_metrics import fullsum_nbest, path_proportions
 
-        if self._lattice_graph is None:
-            self._lattice_graph = lattice.DecodingGraph.from_fst(self.graph.fst)
+        if biased is not None:
+            if biased.lattice is None:
+                biased.lattice = lattice.DecodingGraph.from_fst(biased.graph.fst)
+            arrays, graph = biased.lattice, biased.graph
+        else:
+            if self._lattice_graph is None:
+                self._lattice_graph = lattice.DecodingGraph.from_fst(self.graph.fst)
+            arrays, graph = self._lattice_graph, self.graph
         v = self.viterbi
         cfg = lattice.LatticeConfig(beam=v.beam, max_active=v.max_active, lattice_beam=4.0,
                                     acoustic_scale=v.acoustic_weight, unique_paths=False)
         try:
-            lat = lattice.generate(self._lattice_graph, lp, cfg, utt="utterance")
+            lat = lattice.generate(arrays, lp, cfg, utt="utterance")
             ranked = fullsum_nbest(lat, max(n, 10), "total", NBEST_EXPANSIONS)
             total = path_proportions(lat, ranked[0][0], "total").log_total
         except DataError:
             return []
-        return alternatives([" ".join(self.graph.words(w)) for w, _ in ranked],
+        return alternatives([" ".join(graph.words(w)) for w, _ in ranked],
                             [math.exp(min(0.0, s - total)) for _, s in ranked], log=False)
 
     def analyse_lattice(self, samples: np.ndarray, lattice_beam: float = 8.0, nbest: int = 5
@@ -274,28 +302,36 @@ class CtcRecognizer(ModelBase):
                                beam, summarize(lat, best.words, nbest,
                                                max_expansions=MAX_EXPANSIONS))
 
-    def _boosted(self, hotwords: Sequence[str], score: float, method: str) -> ViterbiDecoder:
-        """A Viterbi decoder over the graph with the arcs that emit a hotword's words made
-        ``score`` cheaper (kept for the next call with the same hotwords)."""
+    def _boosted(self, hotwords: Sequence[str], score: float, method: str) -> _Biased:
+        """The graph with the arcs that emit a hotword's words made ``score`` cheaper, words
+        it lacks added first (:meth:`_graph_with`); kept for the next call with the same
+        hotwords."""
         import kaldifst
+
+        from speechlab.text.normalize import normalize_text
 
         if method != "viterbi":
             raise ConfigError("hotwords bias the Viterbi search over T∘L∘G; method "
                               f"{method!r} does not take them")
         if not 0 < score <= 100:
             raise ConfigError(f"hotword score must be in (0, 100], got {score}")
-        index = self.graph.lang.word_index()
-        ids: set[int] = set()
-        for phrase in hotwords:
-            for word in phrase.lower().split() or [phrase]:
-                if word not in index:
-                    raise ConfigError(f"hotword {word!r} is not in this model's vocabulary "
-                                      "(its lexicon's words the LM knows)")
-                ids.add(index[word])
-        key = (tuple(sorted(ids)), float(score))
+        language = self.tokenizer.language
+        words = [w for phrase in hotwords
+                 for w in (normalize_text(phrase, language).split() or [phrase])]
+        known = self.graph.lang.word_index()
+        new = tuple(w for w in dict.fromkeys(words) if w not in known)
+        key = (new, tuple(sorted(set(words))), float(score))
         cache = self.__dict__.setdefault("_boosted_decoders", {})
         if key not in cache:
-            fst = self.graph.fst.copy()
+            graph = self.graph
+            if new:
+                added = self.__dict__.get("_added_words")
+                if added is None or added[0] != new:  # one such graph kept at a time
+                    added = self.__dict__["_added_words"] = (new, self._graph_with(new))
+                graph = added[1]
+            index = graph.lang.word_index()
+            ids = {index[w] for w in words}
+            fst = graph.fst.copy()
             for state in range(fst.num_states):
                 it = kaldifst.ArcIterator(fst, state)
                 arcs = []
@@ -308,19 +344,68 @@ class CtcRecognizer(ModelBase):
                     for i, o, w, n in arcs:
                         fst.add_arc(state, kaldifst.StdArc(i, o, w - score if o in ids else w, n))
             cache.clear()  # one boosted graph at a time: they are as large as the graph
-            cache[key] = (fst, ViterbiDecoder(fst, self.graph.num_tokens, self.viterbi))
-        return cache[key][1]
+            cache[key] = _Biased(replace(graph, fst=fst),
+                                 ViterbiDecoder(fst, graph.num_tokens, self.viterbi))
+        return cache[key]
+
+    def _graph_with(self, new: Sequence[str]) -> DecodingGraph:
+        """T∘L∘G with the words ``new`` added: pronounced as the training lexicon's words were
+        (:func:`~speechlab.asr.ctc.phones.lexicon_for`), each in the LM as a unigram as likely
+        as its median word. Built again from the lexicon and LM and cached by content
+        (:func:`~speechlab.asr.ctc.graphs.cached_decoding_graph`)."""
+        from speechlab.asr.ctc.graphs import cached_decoding_graph
+        from speechlab.asr.ctc.phones import lexicon_for
+        from speechlab.files import cache_dir, scratch_dir
+        from speechlab.text.ngram import BOS, EOS, ArpaLM, read_arpa
+
+        said = ", ".join(repr(w) for w in new)
+        if not self.new_words:
+            raise ConfigError(f"hotwords {said}: not in this model's vocabulary, and adding "
+                              "words is off here (speechlab serve --new-words allows it)")
+        if self.arpa is None:
+            raise ConfigError(f"hotwords {said}: not in this model's vocabulary, and it has no "
+                              "LM to add them to")
+        language = self.tokenizer.language
+        try:
+            found = lexicon_for(language, new)
+        except DataError as e:
+            raise ConfigError(f"hotwords {said}: not in this model's vocabulary, and they cannot "
+                              f"be pronounced here ({e})") from None
+        phones = set(self.tokenizer.phones)
+        lexicon = Lexicon({w: self.tokenizer.lexicon[w] for w in self.tokenizer.lexicon.words})
+        for w in new:
+            prons = [p for p in found.get(w) or [] if all(q in phones for q in p)]
+            if not prons:
+                raise ConfigError(f"hotword {w!r} is not in this model's vocabulary and cannot "
+                                  f"be spelt with its {language} phones")
+            for p in prons:
+                lexicon.add(w, p)
+        lm = read_arpa(self.arpa)
+        probs = sorted(lp for (w,), (lp, _) in lm.ngrams[0].items() if w not in (BOS, EOS))
+        typical = probs[len(probs) // 2]  # a word someone names is as likely as the median one
+        # the n-grams of LM words without a pronunciation go (the graph build skips them)
+        grams = [{g: v for g, v in order.items()
+                  if all(w in lexicon or w in (BOS, EOS) for w in g)} for order in lm.ngrams]
+        for w in new:
+            grams[0][(w,)] = (typical, None)
+        log.info("hotwords %s: not in the vocabulary; pronounced %s and added to T∘L∘G (built "
+                 "once, then cached)", said,
+                 "; ".join(f"{w} /{' '.join(lexicon[w][0])}/" for w in new))
+        with scratch_dir("hotword-lm") as tmp:
+            arpa = tmp / "lm.arpa"
+            ArpaLM(grams).write(arpa)
+            return cached_decoding_graph(cache_dir("graphs"), self.topology, lexicon, arpa,
+                                         phones=self.tokenizer.phones, recipe=self.graph.recipe)
 
     def _viterbi(self, lp: np.ndarray, beam: int | None, offset: float,
-                 decoder: ViterbiDecoder | None = None) -> tuple[str, list[Word]]:
-        decoder = decoder or self._decoder
+                 biased: _Biased | None = None) -> tuple[str, list[Word]]:
+        decoder = biased.decoder if biased is not None else self._decoder
+        graph = biased.graph if biased is not None else self.graph
         if beam is not None:
-            from dataclasses import replace
-
             decoder = ViterbiDecoder(decoder.fst, self.graph.num_tokens,
                                      replace(self.viterbi, beam=float(beam)))
         best = decoder.decode(lp)
-        names = self.graph.words(best.words)
+        names = graph.words(best.words)
         starts = list(best.word_frames) + [len(best.tokens)]
         out = []
         for i, name in enumerate(names):
