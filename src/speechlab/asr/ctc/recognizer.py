@@ -6,8 +6,9 @@ Audio -> fbank -> CMVN -> the model's per-frame token log-probabilities -> Viter
 graph at the acoustic weight tuned on the run's dev set. The model reads whole utterances, so a
 long recording is cut near every ``max_seconds`` at its quietest moment
 (:func:`speechlab.audio.chunks.split_points`) and the pieces are decoded one after another:
-memory stays bounded. Word times come from the frames on the best path at which each word's
-label comes, to the last non-blank frame before the next word.
+memory stays bounded. Word times come from the best path (:func:`word_frames`): its word
+labels, which an optimized graph may place a few frames before or after the word's phones, and
+its pauses (runs of blank), where one word ends and the next begins.
 
 :meth:`CtcRecognizer.from_run` reads a model of ``speechlab reproduce topologies``
 (``OUT/models/NAME``: the run's ``lang/`` and ``graphs/`` beside it);
@@ -59,6 +60,66 @@ MAX_EXPANSIONS = 20_000
 #: The n-best search of transcribe(nbest=N) gives up past this many prefix expansions (a
 #: recording whose probability is spread over very many hypotheses gets no alternatives).
 NBEST_EXPANSIONS = 3_000
+
+
+#: A run of blank frames at least this long on the best path is a pause between words
+#: (:func:`word_frames`).
+PAUSE_SECONDS = 0.3
+
+
+def word_frames(tokens: np.ndarray, labels: Sequence[int], pause: int) -> list[tuple[int, int]]:
+    """Each word's frames ``[start, end)`` on a best path of per-frame ``tokens`` (0: blank)
+    whose word labels come at the frames ``labels`` (ascending).
+
+    A label marks a word only roughly: after determinization and minimization the graph may
+    emit it some frames before or after the word's phones. So between two labels a pause (at
+    least ``pause`` blank frames) ends the earlier word where the first such pause begins and
+    starts the later one where the last ends; without one, a word ends after its last non-blank
+    frame before the next label. The first word starts at the first non-blank frame after the
+    last pause before its label (its phones may come before the label)."""
+    tokens = np.asarray(tokens)
+    n, total = len(labels), len(tokens)
+    voiced = tokens > 0
+
+    def pauses(lo: int, hi: int) -> list[tuple[int, int]]:
+        runs, start = [], None
+        for f in range(lo, hi):
+            if not voiced[f] and start is None:
+                start = f
+            elif voiced[f] and start is not None:
+                if f - start >= pause:
+                    runs.append((start, f))
+                start = None
+        if start is not None and hi - start >= pause:
+            runs.append((start, hi))
+        return runs
+
+    def first_voiced(lo: int, hi: int) -> int | None:
+        found = np.flatnonzero(voiced[lo:hi])
+        return lo + int(found[0]) if len(found) else None
+
+    starts = [int(f) for f in labels]
+    if n:
+        before = pauses(0, starts[0])
+        lo = before[-1][1] if before else 0
+        early = first_voiced(lo, starts[0])
+        if early is not None:
+            starts[0] = early
+    out = []
+    for k in range(n):
+        lo, hi = starts[k], (int(labels[k + 1]) if k + 1 < n else total)
+        runs = [r for r in pauses(lo, hi) if r[0] > lo]  # a pause after some of the word
+        if runs:
+            end = runs[0][0]
+            if k + 1 < n:
+                late = first_voiced(runs[-1][1], hi)
+                if late is not None:  # the next word's phones came before its label
+                    starts[k + 1] = late
+        else:
+            found = np.flatnonzero(voiced[lo:hi])
+            end = lo + (int(found[-1]) + 1 if len(found) else 1)
+        out.append((starts[k], max(end, starts[k] + 1)))
+    return out
 
 
 @dataclass(eq=False)
@@ -406,14 +467,10 @@ class CtcRecognizer(ModelBase):
                                      replace(self.viterbi, beam=float(beam)))
         best = decoder.decode(lp)
         names = graph.words(best.words)
-        starts = list(best.word_frames) + [len(best.tokens)]
-        out = []
-        for i, name in enumerate(names):
-            span = best.tokens[starts[i]: starts[i + 1]]
-            voiced = np.flatnonzero(span > 0)  # token 0 is the blank
-            end = starts[i] + (int(voiced[-1]) + 1 if len(voiced) else 1)
-            out.append(Word(name, offset + starts[i] * self.frame_seconds,
-                            offset + end * self.frame_seconds))
+        pause = max(1, round(PAUSE_SECONDS / self.frame_seconds))
+        spans = word_frames(best.tokens, best.word_frames, pause)
+        out = [Word(name, offset + start * self.frame_seconds, offset + end * self.frame_seconds)
+               for name, (start, end) in zip(names, spans)]
         return " ".join(names), out
 
     def _prefix(self, lp: np.ndarray, beam: int | None) -> str:
