@@ -17,7 +17,7 @@ server read instead of asking for attributes or classes: ``transcribe``, ``strea
 ``attention`` (an :class:`Encoder` to diagnose: ``encoder``), ``synthesize``, ``onnx`` (runs
 on onnxruntime: ``onnx()``, ``to_onnx_package()``), ``hotwords``, ``lm_fusion`` and
 ``new_words`` (hotwords outside the vocabulary are added to it; ``new_words = False`` on the
-model turns that off). :class:`ModelBase` gives a family's class
+model turns that off), ``word_lm`` (``use_word_lm``: decode with another word LM). :class:`ModelBase` gives a family's class
 the defaults for what it does not offer (each refuses with one clear error).
 
 The families implement these (:mod:`speechlab.asr.rnnt.recognizer`,
@@ -54,7 +54,7 @@ MAX_NBEST = 100
 MAX_HOTWORDS = 1000
 #: What a model can be asked for (:attr:`Model.capabilities`).
 CAPABILITIES = ("transcribe", "stream", "early_stop", "lattice", "attention", "synthesize",
-                "onnx", "hotwords", "lm_fusion", "new_words")
+                "onnx", "hotwords", "lm_fusion", "new_words", "word_lm")
 KINDS = ("asr", "tts", "ssl")
 #: A package's parts as a model writes them: its card, its weights (None for ONNX graphs, which
 #: hold them) and its side files by name.
@@ -261,6 +261,11 @@ class Recognizer(Model, Protocol):
         ("lm_fusion" capability)."""
         ...
 
+    def use_word_lm(self, arpa: Any) -> None:
+        """Decode with the word n-gram LM ``arpa`` (a path) instead of the model's own from now
+        on, its vocabulary the LM's ("word_lm" capability)."""
+        ...
+
     @property
     def encoder(self) -> Encoder:
         """The wav2vec 2.0 encoder inside ("attention" capability)."""
@@ -348,6 +353,10 @@ class ModelBase:
     def use_lm(self, language: str, arpa: Any, weight: float, bonus: float = 0.0) -> None:
         raise ConfigError(f"{self.title} takes no token LM for shallow fusion (it decodes with "
                           "the LM its package holds, or none)")
+
+    def use_word_lm(self, arpa: Any) -> None:
+        raise ConfigError(f"{self.title} decodes with no word LM of yours (a CTC-topology model "
+                          "does)")
 
     @property
     def encoder(self) -> Encoder:

@@ -318,6 +318,8 @@ def _run_transcribe(args: Any) -> int:
                                flag="--")
     language = opts.pop("language")
     _fuse_lms(model, args.lm, args.lm_weight, args.lm_bonus)
+    if args.word_lm is not None:
+        model.use_word_lm(args.word_lm)
     if args.stream and args.vad:
         raise ConfigError("--vad cuts whole files; a stream (--stream) ends its utterances by "
                           "the endpoint rules instead: give one of them")
@@ -534,6 +536,10 @@ def add_commands(sub: Any) -> None:
                    help="RNN-T: fuse a token n-gram LM (speechlab rnnt lm makes one) into the "
                         "search of LANG (repeatable; LANG may be left out for a one-language "
                         "model)")
+    t.add_argument("--word-lm", dest="word_lm", type=Path, default=None, metavar="ARPA",
+                   help="CTC topologies: decode with this word n-gram LM (speechlab ctc lm makes "
+                        "one) instead of the model's own; its words the lexicon lacks are "
+                        "pronounced, and the graph is built again (cached)")
     t.add_argument("--lm-weight", type=bounded(float, gt=0, le=10), default=0.3, metavar="W",
                    help="the fused LM's weight (default 0.3)")
     t.add_argument("--lm-bonus", type=bounded(float, ge=-10, le=10), default=0.0, metavar="B",

@@ -210,3 +210,71 @@ def test_missing_debian_tool_is_named(tmp_path, monkeypatch):
         th.harvest_debian(["hi"], work_dir=tmp_path)
     with pytest.raises(MissingToolError, match="aspell"):
         th.wordlist_strings("ta", 3)
+
+
+# Two synsets in WordNet's data-file layout (written here): a licence header line, then
+# "offset lexfile pos count word ... | gloss" with the examples quoted inside the gloss.
+_WORDNET_DATA = (
+    b"  1 This header line is not a synset\n"
+    b"00001740 03 n 01 kettle 0 000 | a metal pot for boiling water; "
+    b"\"she put the kettle on the stove\"; \"the kettle began to whistle loudly\"\n"
+    b"00002137 03 n 01 lamp 0 000 | a device that gives light (often electric); "
+    b"\"turn off the lamp before you sleep\"; \"a lamp\"; \"she put the kettle on the stove\"\n"
+    b"00003000 03 n 01 odd 0 000 | a gloss with 3 digits\n"
+)
+
+
+def test_wordnet_glosses_give_definitions_and_examples():
+    got = th.wordnet_glosses(_WORDNET_DATA)
+    assert "a metal pot for boiling water" in got
+    assert "she put the kettle on the stove" in got
+    assert "the kettle began to whistle loudly" in got
+    assert "a device that gives light (often electric)" in got
+    assert not any("header" in g for g in got)
+
+
+def test_general_english_is_harvested_once_cleaned_and_cached(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_download(packages, dest):
+        calls.append(list(packages))
+        deb = dest / "wordnet-base_1_all.deb"
+        deb.write_bytes(b"")
+        return {"wordnet-base": deb}, []
+
+    def fake_members(deb, wanted):
+        for name in ("/usr/share/wordnet/data.noun", "/usr/share/wordnet/index.noun"):
+            if wanted(name):
+                yield name, _WORDNET_DATA
+
+    monkeypatch.setattr(th, "_apt_download", fake_download)
+    monkeypatch.setattr(th, "iter_deb_members", fake_members)
+    monkeypatch.setattr(th, "_deb_version", lambda deb: "1")
+    got = th.general_english(tmp_path)
+    texts = [s.text for s in got]
+    assert texts == sorted(texts) and len(set(texts)) == len(texts)  # sorted, deduplicated
+    assert "she put the kettle on the stove" in texts
+    assert "a lamp" not in texts and "a gloss with 3 digits" not in texts  # too short, a digit
+    assert all(s.source == "wordnet-base=1" for s in got)
+    assert th.general_english(tmp_path) == got and len(calls) == 1  # read from the cache
+    assert th.general_english(tmp_path, refresh=True) == got and len(calls) == 2
+
+
+def test_general_english_names_the_package_it_could_not_have(tmp_path, monkeypatch):
+    monkeypatch.setattr(th, "_apt_download", lambda packages, dest: ({}, list(packages)))
+    with pytest.raises(DataError, match="wordnet-base"):
+        th.general_english(tmp_path)
+
+
+def test_the_general_text_command_writes_a_sentence_a_line(tmp_path, monkeypatch, capsys):
+    from speechlab.cli import main
+    from speechlab.data import commands
+
+    planted = [Sentence("she put the kettle on the stove", "wordnet-base=1"),
+               Sentence("turn off the lamp before you sleep", "wordnet-base=1")]
+    monkeypatch.setattr(commands, "general_english", lambda cache_dir, refresh=False: planted)
+    out = tmp_path / "en.txt"
+    assert main(["data", "general-text", "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == [s.text for s in planted]
+    assert main(["data", "general-text", "--out", str(out)]) == 2  # not replaced
+    assert "--overwrite" in capsys.readouterr().err

@@ -17,7 +17,8 @@ from pathlib import Path
 from speechlab.config import add_config_args, config_from_args
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus, read_corpus_json
 from speechlab.data.importers import ImportConfig, ImportReport, import_kaldi, import_lhotse
-from speechlab.data.text_harvest import LANGUAGES, harvest_provenance, harvest_sentences
+from speechlab.data.text_harvest import (LANGUAGES, general_english, harvest_provenance,
+                                         harvest_sentences)
 from speechlab.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,16 @@ def _run_harvest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_general_text(args: argparse.Namespace) -> int:
+    from speechlab.files import atomic_write_text, refuse_existing
+
+    refuse_existing(args.out, "a file", args.overwrite)
+    sentences = general_english(args.cache_dir, refresh=args.refresh)
+    atomic_write_text(args.out, "".join(s.text + "\n" for s in sentences))
+    print(f"{args.out}: {len(sentences)} sentences of general English ({sentences[0].source})")
+    return 0
+
+
 def _run_info(args: argparse.Namespace) -> int:
     _print_info(Path(args.corpus_dir))
     return 0
@@ -195,6 +206,16 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     harvest.add_argument("--cache-dir", type=Path, default=None,
                          help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
     harvest.set_defaults(func=_run_harvest, outputs={"cache_dir": "cache"})
+
+    general = sub.add_parser(
+        "general-text", help="everyday English for word LMs (WordNet's example sentences and "
+                             "definitions, from Debian's wordnet-base), one sentence a line")
+    general.add_argument("--out", type=Path, required=True, help="the text file to write")
+    general.add_argument("--overwrite", action="store_true", help="replace --out")
+    general.add_argument("--refresh", action="store_true", help="harvest again")
+    general.add_argument("--cache-dir", type=Path, default=None,
+                         help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
+    general.set_defaults(func=_run_general_text, outputs={"out": "file"})
 
     info = sub.add_parser("info", help="summarise a corpus directory")
     info.add_argument("corpus_dir", type=Path)

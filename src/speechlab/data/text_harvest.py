@@ -608,6 +608,65 @@ def harvest_sentences(languages: Iterable[str] = LANGUAGES, cache_dir: Path | No
         return {lang: _read_list(text_dir / f"{lang}.tsv") for lang in languages}
 
 
+# --------------------------------------------------------------------------------------------
+# General English for language models
+
+#: The Debian package of :func:`general_english`: WordNet's database, whose glosses hold
+#: definitions and example sentences of everyday English.
+GENERAL_ENGLISH_PACKAGE = "wordnet-base"
+_WORDNET_FILES = ("data.adj", "data.adv", "data.noun", "data.verb")
+_QUOTED = re.compile(r'"([^"]+)"')
+
+
+def wordnet_glosses(data: bytes) -> list[str]:
+    """The strings of a WordNet data file's glosses (``data.noun``...; the text after ``|`` on
+    each synset's line): its example sentences (quoted) and its definitions (the rest, split at
+    ``;``). The licence header (lines starting with a space) is skipped."""
+    out: list[str] = []
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        if not line or line[0].isspace():
+            continue
+        _, sep, gloss = line.partition(" | ")
+        if not sep:
+            continue
+        out += [q.strip() for q in _QUOTED.findall(gloss)]
+        out += [d.strip() for d in _QUOTED.sub(";", gloss).split(";") if d.strip()]
+    return out
+
+
+def general_english(cache_dir: Path | None = None, *, refresh: bool = False) -> list[Sentence]:
+    """Everyday English for word language models, not for the audio corpus (whose English is
+    software text, :func:`harvest_sentences`): WordNet's example sentences and definitions
+    (Debian :data:`GENERAL_ENGLISH_PACKAGE`, downloaded once with ``apt-get download`` and
+    cached as ``general-v1/en.tsv`` beside the corpus text), cleaned and deduplicated as the
+    corpus sentences are, in sorted order. Raises :class:`DataError` when the package cannot
+    be had."""
+    text_dir = _text_dir(cache_dir).with_name(f"general-v{HARVEST_VERSION}")
+    path = text_dir / "en.tsv"
+    with file_lock(text_dir.with_name(text_dir.name + ".lock")):
+        if path.exists() and not refresh:
+            return _read_list(path)
+        found: list[Sentence] = []
+        with tempfile.TemporaryDirectory(prefix="general-", dir=_mkdir(text_dir)) as tmp:
+            tmp_path = Path(tmp)
+            tmp_path.chmod(0o777)  # apt downloads as _apt
+            debs, missing = _apt_download([GENERAL_ENGLISH_PACKAGE], tmp_path)
+            if missing:
+                raise DataError(f"could not download the Debian package "
+                                f"{GENERAL_ENGLISH_PACKAGE} (no apt lists or no network to "
+                                "its mirror?); general English comes from it")
+            source = f"{GENERAL_ENGLISH_PACKAGE}={_deb_version(debs[GENERAL_ENGLISH_PACKAGE])}"
+            for name, data in iter_deb_members(debs[GENERAL_ENGLISH_PACKAGE],
+                                               lambda n: Path(n).name in _WORDNET_FILES):
+                for text in wordnet_glosses(data):
+                    text = clean_ui_string(text).strip(" \"'`")
+                    if is_usable_sentence(text, "en") and text.count("(") == text.count(")"):
+                        found.append(Sentence(text, source))
+        sentences = _dedup_sorted(found)
+        _write_list(path, sentences)
+        return sentences
+
+
 def harvest_provenance(cache_dir: Path | None = None) -> dict:
     """The cache manifest: package versions, missing packages, counts per language and source."""
     path = _text_dir(cache_dir) / "manifest.json"

@@ -155,7 +155,8 @@ class CtcRecognizer(ModelBase):
     streaming = False
     family = FAMILY
     title = "a CTC-topology model"
-    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx", "hotwords", "new_words"})
+    CAPABILITIES = frozenset({"transcribe", "lattice", "onnx", "hotwords", "new_words",
+                              "word_lm"})
     #: Whether a hotword outside the graph's vocabulary is added to it (:meth:`_graph_with`:
     #: a graph built again, seconds of CPU); False refuses it (a shared server's choice).
     new_words: bool = True
@@ -408,6 +409,50 @@ class CtcRecognizer(ModelBase):
             cache[key] = _Biased(replace(graph, fst=fst),
                                  ViterbiDecoder(fst, graph.num_tokens, self.viterbi))
         return cache[key]
+
+    def use_word_lm(self, arpa: str | Path) -> None:
+        """Decode with the word n-gram LM ``arpa`` (ARPA, plain or gzip-compressed;
+        ``speechlab ctc lm`` estimates one) instead of the model's own from now on: the graph's
+        vocabulary becomes the LM's words. Those the lexicon lacks are pronounced as its words
+        were (:func:`~speechlab.asr.ctc.phones.lexicon_for`); those the model's phones cannot
+        spell are left out (counted in the log). T∘L∘G is built again from the lexicon and this
+        LM (a minute or more for a large LM) and cached by content, so once per LM."""
+        from speechlab.asr.ctc.graphs import cached_decoding_graph
+        from speechlab.asr.ctc.phones import lexicon_for
+        from speechlab.files import cache_dir
+        from speechlab.text.ngram import BOS, EOS, read_arpa
+
+        arpa = Path(arpa)
+        if not arpa.is_file():
+            raise DataError(f"word LM {arpa}: no such file")
+        vocab = [w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)]
+        lexicon = self.tokenizer.lexicon
+        new = [w for w in vocab if w not in lexicon]
+        phones = set(self.tokenizer.phones)
+        merged = Lexicon({w: lexicon[w] for w in lexicon.words})
+        spelt = 0
+        if new:
+            try:
+                found = lexicon_for(self.tokenizer.language, new)
+            except DataError as e:
+                raise ConfigError(f"word LM {arpa}: {len(new)} of its words are not in this "
+                                  f"model's lexicon and cannot be pronounced here ({e})") from None
+            for w in new:
+                for p in found.get(w) or []:
+                    if all(q in phones for q in p):
+                        merged.add(w, p)
+                spelt += w in merged
+        log.info("word LM %s: %d words, %d of them new to the lexicon (%d pronounced, %d left "
+                 "out); building T∘L∘G (once, then cached)", arpa, len(vocab), len(new), spelt,
+                 len(new) - spelt)
+        graph = cached_decoding_graph(cache_dir("graphs"), self.topology, merged, arpa,
+                                      phones=self.tokenizer.phones, recipe=self.graph.recipe)
+        self.tokenizer = PhoneTokenizer(merged, self.tokenizer.language, self.tokenizer.phones)
+        self.graph, self.arpa = graph, arpa
+        self._decoder = ViterbiDecoder(graph.fst, graph.num_tokens, self.viterbi)
+        self._lattice_graph = None
+        for cached in ("_boosted_decoders", "_added_words", "_prefix_parts"):
+            self.__dict__.pop(cached, None)
 
     def _graph_with(self, new: Sequence[str]) -> DecodingGraph:
         """T∘L∘G with the words ``new`` added: pronounced as the training lexicon's words were
