@@ -134,6 +134,28 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     # not replaced without --overwrite; nothing left half-made
     assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 2
     assert sorted(p.name for p in ships.iterdir()) == ["en_ctc"]
+    # shipped with another word LM: the run's mixed with one of words it never had
+    from speechlab.text.ngram import NgramConfig, estimate, interpolate, read_arpa
+
+    other = estimate([["the", "weather", "was", "cold"], ["the", "door"]],
+                     NgramConfig(order=2, discount=0.5))
+    mixed = tmp_path / "mixed.arpa"
+    interpolate(read_arpa(run / "lang" / "en.arpa"), other, 0.5).write(mixed)
+    monkeypatch.setenv("SPEECHLAB_CACHE", str(tmp_path / "cache"))
+    assert main(["models", "ship", model, "--name", "en_ctc_mixed", "--corpus", str(corpus),
+                 "--word-lm", str(mixed)]) == 0
+    card = read_card(ships / "en_ctc_mixed")
+    assert card.made_by["word_lm"]["file"] == "mixed.arpa"
+    assert len(card.made_by["word_lm"]["sha256"]) == 64
+    shipped = speechlab.load(ships / "en_ctc_mixed")
+    assert {"weather", "door"} <= set(shipped.graph.lang.words)
+    assert set(full.graph.lang.words) <= set(shipped.graph.lang.words)
+    assert "word LM: not the run's but `mixed.arpa`" in \
+        (ships / "en_ctc_mixed" / "README.md").read_text()
+    assert set(card.results["shipped"]) == set(figures)  # measured with it
+    capsys.readouterr()
+    assert main(["export", model, "--out", str(tmp_path / "x"), "--word-lm", str(mixed)]) == 0
+    assert "weather" in speechlab.load(tmp_path / "x").graph.lang.words
 
 
 def test_ship_measures_a_synthesizer_on_the_test_split(tmp_path, monkeypatch):

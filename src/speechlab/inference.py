@@ -212,7 +212,8 @@ FORMATS = ("torch", "onnx")
 
 
 def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
-           format: str = "torch", lean: bool = False, int8: bool = False) -> Path:
+           format: str = "torch", lean: bool = False, int8: bool = False,
+           word_lm: str | Path | None = None) -> Path:
     """Write the model at ``model`` (anything :func:`load` takes) as a self-contained package
     at ``out``: the card, the weights as safetensors (``format="onnx"``: the networks as ONNX
     graphs instead, for the models of :data:`ONNX_MODELS`), the side files it needs, and, for
@@ -224,7 +225,11 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
 
     ``int8`` (with ``format="onnx"``): every ONNX graph quantized dynamically (onnxruntime's
     ``quantize_dynamic``: int8 weights of its matrix products, activations quantized as they
-    run), for a smaller package and a faster CPU."""
+    run), for a smaller package and a faster CPU.
+
+    ``word_lm`` (a CTC-topology model): the package decodes with this word n-gram LM instead
+    of the run's (``use_word_lm``: its words the lexicon lacks pronounced and added); the card
+    names the file and its SHA-256."""
     from importlib.metadata import version
 
     if format not in FORMATS:
@@ -236,6 +241,11 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         raise ConfigError(f"{source} is an ONNX package; export from the model it was made "
                           "from (OUT/models/NAME or a PyTorch package)")
     obj = load(source)
+    if word_lm is not None:
+        if "word_lm" not in obj.capabilities:
+            raise ConfigError(f"--word-lm: {obj.title} decodes with no word LM of yours (a "
+                              "CTC-topology model does)")
+        obj.use_word_lm(word_lm)
     if format == "onnx":
         if "onnx" not in obj.capabilities:
             raise ConfigError(f"{source}: {obj.title} does not export to ONNX; --format onnx "
@@ -252,6 +262,13 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
     if lean:
         card, weights, files = _lean(card, weights, files)
     made_by: dict[str, Any] = {"source": str(source), "speechlab": version("speechlab")}
+    if word_lm is not None:
+        import hashlib
+
+        from speechlab.text.ngram import arpa_bytes
+
+        made_by["word_lm"] = {"file": Path(word_lm).name,
+                              "sha256": hashlib.sha256(arpa_bytes(word_lm)).hexdigest()}
     results: dict[str, Any] = {}
     run = source.parent.parent if source.is_dir() else None
     if run is not None and (run / "results.json").is_file():
@@ -472,7 +489,7 @@ def _run_synth(args: Any) -> int:
 
 def _run_export(args: Any) -> int:
     out = export(args.model, args.out, overwrite=args.overwrite, format=args.format,
-                 int8=args.int8)
+                 int8=args.int8, word_lm=args.word_lm)
     card = read_card(out)
     print(f"{out}: {card.kind} model, family {card.family}, languages "
           f"{', '.join(card.languages) or '-'}, backend {card.backend}")
@@ -582,5 +599,9 @@ def add_commands(sub: Any) -> None:
     e.add_argument("--int8", action="store_true",
                    help="with --format onnx: quantize the graphs' weights to int8 (dynamic "
                         "quantization): a smaller package, a faster CPU")
+    e.add_argument("--word-lm", dest="word_lm", type=Path, default=None, metavar="ARPA",
+                   help="a CTC-topology model: the package decodes with this word n-gram LM "
+                        "instead of its run's (speechlab ctc lm and lm-mix make one; its new "
+                        "words pronounced and added to the lexicon)")
     e.add_argument("--overwrite", action="store_true", help="replace an existing package")
     e.set_defaults(func=_run_export, outputs={"out": "dir"})

@@ -144,7 +144,13 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              f"- command: `{made.get('command') or 'unknown'}`",
              f"- commit: `{made.get('git_commit') or 'unknown'}`",
              f"- run: `{made.get('run') or made.get('source', 'unknown')}`, checkpoint "
-             f"`{made.get('checkpoint', '-')}`", "",
+             f"`{made.get('checkpoint', '-')}`"]
+    if made.get("word_lm"):
+        lm = made["word_lm"]
+        lines += [f"- word LM: not the run's but `{lm.get('file')}` (SHA-256 "
+                  f"`{lm.get('sha256')}`), given to `speechlab models ship --word-lm`; its "
+                  "words the run's lexicon lacked were pronounced and added"]
+    lines += ["",
              "## Test figures", "",
              ("Through `speechlab.load`, on the run corpus's test split: each sentence's "
               "phone-aligned labels spoken by the model, its acoustic frames against WORLD "
@@ -172,9 +178,11 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
 
 
 def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path | None = None,
-         utterances: int = 0, overwrite: bool = False) -> Path:
+         utterances: int = 0, overwrite: bool = False, word_lm: str | Path | None = None) -> Path:
     """Make the shipped model ``name`` from ``model`` (a run's ``RUN/models/NAME``) under
-    ``to`` (default :func:`speechlab.shipped.models_dir`); module doc."""
+    ``to`` (default :func:`speechlab.shipped.models_dir`); module doc. ``word_lm``: a
+    CTC-topology model decodes with this word LM instead of its run's
+    (:func:`speechlab.inference.export`), and is measured with it."""
     from speechlab.data.importers import check_split_name
     from speechlab.inference import export, load
     from speechlab.package import CARD_NAME, move_into_place, read_card
@@ -192,7 +200,7 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
     staging = root / f".{name}.shipping"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        export(source, staging, overwrite=True, lean=True)
+        export(source, staging, overwrite=True, lean=True, word_lm=word_lm)
         card = read_card(staging)
         loaded = load(staging)
         figures = (measure_speech(loaded, run_corpus, utterances) if card.kind == "tts" else
@@ -234,7 +242,7 @@ def _run_models(args: argparse.Namespace) -> int:
 
 def _run_ship(args: argparse.Namespace) -> int:
     out = ship(args.model, args.name, to=args.to, corpus=args.corpus,
-               utterances=args.utterances, overwrite=args.overwrite)
+               utterances=args.utterances, overwrite=args.overwrite, word_lm=args.word_lm)
     from speechlab.package import read_card
 
     print(f"shipped {out}")
@@ -261,5 +269,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="corpus to measure on (default: the run's RUN/corpus)")
     s.add_argument("--utterances", type=bounded(int, ge=0), default=0,
                    help="per language and split (0: all)")
+    s.add_argument("--word-lm", dest="word_lm", type=Path, default=None, metavar="ARPA",
+                   help="a CTC-topology model: it decodes and is measured with this word n-gram LM "
+                        "instead of its run's (speechlab ctc lm and lm-mix make one; its new "
+                        "words pronounced and added to the lexicon)")
     s.add_argument("--overwrite", action="store_true", help="replace a shipped model")
     s.set_defaults(func=_run_ship)

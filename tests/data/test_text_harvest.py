@@ -278,3 +278,6 @@ def test_the_general_text_command_writes_a_sentence_a_line(tmp_path, monkeypatch
     assert out.read_text(encoding="utf-8").splitlines() == [s.text for s in planted]
     assert main(["data", "general-text", "--out", str(out)]) == 2  # not replaced
     assert "--overwrite" in capsys.readouterr().err
+    assert main(["data", "general-text", "--out", str(out), "--overwrite",
+                 "--hold-out", "2"]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == [planted[1].text]

@@ -226,3 +226,46 @@ def test_a_gzip_compressed_arpa_reads_as_its_text(tmp_path):
 
 def test_empty_model_has_no_vocab():
     assert ArpaLM().vocab == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(first=st.lists(st.lists(st.sampled_from("abc"), min_size=1, max_size=5), min_size=1,
+                      max_size=8),
+       second=st.lists(st.lists(st.sampled_from("bcd"), min_size=1, max_size=5), min_size=1,
+                       max_size=8),
+       orders=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       weight=st.floats(0.05, 0.95))
+def test_a_mixture_of_two_lms_is_their_weighted_sum_and_normalized(
+        tmp_path_factory, first, second, orders, weight):
+    from speechlab.text.ngram import interpolate
+
+    a = estimate(first, NgramConfig(orders[0], discount=0.7))
+    b = estimate(second, NgramConfig(orders[1], discount=0.7))
+    mixed = interpolate(a, b, weight)
+    path = tmp_path_factory.mktemp("lm") / "mixed.arpa"
+    mixed.write(path)
+    mixed = read_arpa(path)  # what the ARPA file says, through its back-off semantics
+    assert mixed.order == max(orders)
+    vocab = [w for w in mixed.vocab if w != "<s>"]
+    assert set(vocab) == {w for lm in (a, b) for w in lm.vocab} - {"<s>"}
+    for h in _histories([w for w in vocab if w != "</s>"], mixed.order):
+        total = sum(10 ** mixed.logprob(w, h) for w in vocab)
+        assert total == pytest.approx(1.0, abs=1e-5), h
+
+    def p(lm, w, h):
+        return 10 ** lm.logprob(w, h) if lm.logprob(w, h) > -math.inf else 0.0
+
+    # an n-gram either LM lists: exactly the weighted sum of the two LMs' probabilities
+    for n, grams in enumerate(mixed.ngrams, 1):
+        for g in grams:
+            if g[-1] != "<s>":
+                want = weight * p(a, g[-1], g[:-1]) + (1 - weight) * p(b, g[-1], g[:-1])
+                assert 10 ** mixed.logprob(g[-1], g[:-1]) == pytest.approx(want, rel=1e-5)
+
+
+def test_a_mixture_weight_outside_0_1_is_refused():
+    from speechlab.text.ngram import interpolate
+
+    lm = estimate([["a", "b"]], NgramConfig(2, discount=0.7))
+    with pytest.raises(ConfigError, match="weight"):
+        interpolate(lm, lm, 1.0)

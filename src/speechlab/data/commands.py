@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from speechlab.config import add_config_args, config_from_args
+from speechlab.config import add_config_args, bounded, config_from_args
 from speechlab.data.corpus import CorpusConfig, make_asr_corpus, read_corpus_json
 from speechlab.data.importers import ImportConfig, ImportReport, import_kaldi, import_lhotse
 from speechlab.data.text_harvest import (LANGUAGES, general_english, harvest_provenance,
@@ -129,8 +129,12 @@ def _run_general_text(args: argparse.Namespace) -> int:
 
     refuse_existing(args.out, "a file", args.overwrite)
     sentences = general_english(args.cache_dir, refresh=args.refresh)
+    source = sentences[0].source if sentences else "-"
+    if args.hold_out:
+        sentences = [s for i, s in enumerate(sentences) if i % args.hold_out]
     atomic_write_text(args.out, "".join(s.text + "\n" for s in sentences))
-    print(f"{args.out}: {len(sentences)} sentences of general English ({sentences[0].source})")
+    print(f"{args.out}: {len(sentences)} sentences of general English ({source})"
+          + (f", every {args.hold_out}th held out" if args.hold_out else ""))
     return 0
 
 
@@ -212,6 +216,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                              "definitions, from Debian's wordnet-base), one sentence a line")
     general.add_argument("--out", type=Path, required=True, help="the text file to write")
     general.add_argument("--overwrite", action="store_true", help="replace --out")
+    general.add_argument("--hold-out", dest="hold_out", type=bounded(int, ge=2), default=0,
+                         metavar="N", help="leave out every Nth sentence (the first, the "
+                         "N+1th...), e.g. 100: the ones benchmarks/general_english.py reads")
     general.add_argument("--refresh", action="store_true", help="harvest again")
     general.add_argument("--cache-dir", type=Path, default=None,
                          help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")

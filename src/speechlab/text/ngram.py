@@ -297,6 +297,46 @@ def _log10(x: float) -> float:
     return math.log10(x) if x > 0 else LOG10_ZERO
 
 
+def interpolate(a: ArpaLM, b: ArpaLM, weight: float) -> ArpaLM:
+    """The mixture ``weight * a + (1 - weight) * b`` as one back-off LM (static interpolation,
+    as SRILM's ``-mix-lm`` writes it). Every n-gram either LM lists gets the mixed probability
+    of its word after its history, each LM's by its own back-off (0 from an LM that lacks the
+    word); each history's back-off weight then makes its distribution sum to one again over
+    the mixed lower order. The vocabulary is the union; ``<s>`` keeps its never-predicted
+    ``-99``."""
+    if not 0 < weight < 1:
+        raise ConfigError(f"interpolation weight must be in (0, 1), got {weight}")
+    order = max(a.order, b.order)
+
+    def prob(lm: ArpaLM, word: str, history: Ngram) -> float:
+        lp = lm.logprob(word, history)
+        return 0.0 if lp == -math.inf else 10.0 ** lp
+
+    mixed = ArpaLM([{} for _ in range(order)])
+    for n in range(1, order + 1):
+        grams = sorted({g for lm in (a, b) if n <= lm.order for g in lm.ngrams[n - 1]})
+        for g in grams:
+            h, w = g[:-1], g[-1]
+            p = 0.0 if w == BOS else weight * prob(a, w, h) + (1 - weight) * prob(b, w, h)
+            mixed.ngrams[n - 1][g] = (_log10(p), None)
+    followers: dict[Ngram, list[str]] = defaultdict(list)
+    for n in range(2, order + 1):
+        for g in mixed.ngrams[n - 1]:
+            followers[g[:-1]].append(g[-1])
+    # Back-off weights order by order: a history's lower-order distribution is the mixed
+    # model's own, whose back-off weights of lower orders are set by then.
+    for n in range(1, order):
+        for h, (lp, _) in list(mixed.ngrams[n - 1].items()):
+            ws = followers.get(h)
+            if not ws:
+                continue
+            here = sum(10.0 ** mixed.ngrams[n][h + (w,)][0] for w in ws)
+            lower = sum(10.0 ** mixed.logprob(w, h[1:]) for w in ws)
+            left, lower_left = max(1.0 - here, 1e-12), max(1.0 - lower, 1e-12)
+            mixed.ngrams[n - 1][h] = (lp, math.log10(left / lower_left))
+    return mixed
+
+
 # --------------------------------------------------------------------------------------------
 # Reading
 

@@ -70,6 +70,12 @@ def test_the_cli_takes_a_word_lm_and_other_models_refuse_it(tmp_path, monkeypatc
     text = capsys.readouterr().out.rstrip("\n").split("\t")[2]
     assert set(text.split()) <= {"go"}
     pytest.importorskip("transformers")
-    hf = speechlab.load(hf_ctc_directory(tmp_path / "hf"))
+    hf_dir = hf_ctc_directory(tmp_path / "hf")
+    hf = speechlab.load(hf_dir)
     with pytest.raises(ConfigError, match="no word LM of yours"):
         hf.use_word_lm(arpa)
+    capsys.readouterr()
+    assert main(["export", str(hf_dir), "--out", str(tmp_path / "x"), "--word-lm",
+                 str(arpa)]) == 2
+    assert "no word LM of yours" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

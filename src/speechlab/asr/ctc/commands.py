@@ -1,7 +1,8 @@
 """``speechlab ctc``: the CTC-topologies paper's graphs from the command line.
 
 ``ctc topology`` prints a topology's token FST T (eq. 6's building block) for a phone count;
-``ctc lm`` estimates a Kneser-Ney n-gram LM from a text file and writes it as ARPA;
+``ctc lm`` estimates a Kneser-Ney n-gram LM from a text file and writes it as ARPA, ``ctc
+lm-mix`` mixes two into one;
 ``ctc graph`` builds the decoding graph T∘(L∘G) of eq. 7 from a Kaldi ``lexicon.txt`` and an
 ARPA file, as OpenFst files a Kaldi decoder reads. Bad input (a lexicon line without phones, a
 broken ARPA line, an LM word without a pronunciation under ``--missing error``, a phone the
@@ -83,6 +84,16 @@ def _lm(args: argparse.Namespace) -> int:
     lm.write(args.out)
     print(f"{args.out}: {config.order}-gram Kneser-Ney LM, "
           + ", ".join(f"{len(g)} {n}-grams" for n, g in enumerate(lm.ngrams, 1)))
+    return 0
+
+
+def _lm_mix(args: argparse.Namespace) -> int:
+    from speechlab.text.ngram import interpolate, read_arpa
+
+    mixed = interpolate(read_arpa(args.first), read_arpa(args.second), args.weight)
+    mixed.write(args.out)
+    print(f"{args.out}: {args.weight:g} x {args.first} + {1 - args.weight:g} x {args.second}, "
+          + ", ".join(f"{len(g)} {n}-grams" for n, g in enumerate(mixed.ngrams, 1)))
     return 0
 
 
@@ -169,6 +180,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="normalize each line as speechlab does for this language (en, hi, ...)")
     m.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     m.set_defaults(func=_lm, outputs={"out": "file"})
+
+    x = csub.add_parser("lm-mix", help="two ARPA LMs mixed into one (static interpolation: "
+                        "WEIGHT x FIRST + (1 - WEIGHT) x SECOND, the union of their words)")
+    x.add_argument("first", type=Path, help="ARPA file (plain or gzip-compressed)")
+    x.add_argument("second", type=Path, help="ARPA file (plain or gzip-compressed)")
+    x.add_argument("--weight", type=bounded(float, gt=0, lt=1), default=0.5,
+                   help="the first LM's share (default 0.5)")
+    x.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
+    x.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    x.set_defaults(func=_lm_mix, outputs={"out": "file"})
 
     g = csub.add_parser("graph", help="the decoding graph T∘(L∘G) of a topology, a lexicon and "
                         "an ARPA LM (OpenFst files)")
