@@ -97,6 +97,9 @@ MAP_METHODS = ("platt",)
 #: The least slope :func:`fit_platt` gives: a map never makes words of different confidence
 #: equally probable, so that their order (what AUROC measures) survives a small dev set.
 MIN_SLOPE = 1e-3
+#: The ridge on (a, b) in :func:`fit_platt`: too faint to move a fit the words determine,
+#: enough to keep one they do not (every confidence the same) finite.
+RIDGE = 1e-6
 
 
 def _logit(c: np.ndarray) -> np.ndarray:
@@ -118,7 +121,7 @@ class ConfidenceMap:
 
     def __call__(self, confidence: float) -> float:
         z = float(_logit(np.asarray(confidence, dtype=np.float64)))
-        return 1.0 / (1.0 + math.exp(-(self.a * z + self.b)))
+        return 0.5 * (1.0 + math.tanh(0.5 * (self.a * z + self.b)))  # the sigmoid, no overflow
 
     def apply(self, confidences: Sequence[float | None]) -> list[float | None]:
         return [None if c is None else self(c) for c in confidences]
@@ -161,15 +164,30 @@ def fit_platt(confidences: Sequence[float], correct: Sequence[bool], *, iteratio
     pos, neg = int(y.sum()), int((~y).sum())
     t = np.where(y, (pos + 1) / (pos + 2), 1 / (neg + 2))
 
+    def loss(w: np.ndarray, x: np.ndarray, offset: np.ndarray) -> float:
+        s = x @ w + offset  # -log-likelihood of the targets, stable for any s; a faint ridge
+        return float(np.sum(np.logaddexp(0, s) - t * s) + 0.5 * RIDGE * w @ w)
+
     def fit(x: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        # Newton's method, each step halved until the loss does not grow: confidences that
+        # hardly vary (a lattice giving every word the same) make the Hessian near singular,
+        # and a full step there overshoots without end.
         w = np.zeros(x.shape[1])
         w[-1] = math.log((pos + 1) / (neg + 1))
+        current = loss(w, x, offset)
         for _ in range(iterations):
-            p = 1 / (1 + np.exp(-(x @ w + offset)))
-            grad = x.T @ (p - t)
-            hess = (x * (p * (1 - p))[:, None]).T @ x + 1e-9 * np.eye(x.shape[1])
+            p = 0.5 * (1 + np.tanh(0.5 * (x @ w + offset)))
+            grad = x.T @ (p - t) + RIDGE * w
+            hess = (x * (p * (1 - p))[:, None]).T @ x + RIDGE * np.eye(x.shape[1])
             step = np.linalg.solve(hess, grad)
-            w = w - step
+            for _ in range(60):
+                trial = loss(w - step, x, offset)
+                if trial <= current:
+                    break
+                step = step / 2
+            else:
+                break
+            w, current = w - step, trial
             if float(np.abs(step).max()) < 1e-10:
                 break
         return w

@@ -75,6 +75,12 @@ def test_degenerate_words_give_a_finite_map_that_keeps_the_order():
     against = fit_platt([0.9, 0.8, 0.2, 0.1], [False, False, True, True])
     assert against.a == MIN_SLOPE and against(0.1) < against(0.9)
     assert against(0.9) == pytest.approx(0.5, abs=0.01) == against(0.1)
+    # confidences that hardly vary (a lattice sure of nearly every word): the fit stays finite
+    # where an undamped Newton step overshot without end
+    near = fit_platt(list(np.linspace(0.98, 1.0, 40)), [True] * 39 + [False])
+    assert math.isfinite(near.a) and math.isfinite(near.b) and 0.9 < near(0.99) < 1
+    assert all(0 < near(c) < 1 for c in (0.0, 0.5, 1.0))
+    assert ConfidenceMap(50.0, 900.0)(1.0) == 1.0 and ConfidenceMap(50.0, -900.0)(0.5) == 0.0
     all_right = fit_platt([0.3, 0.6, 0.9], [True] * 3)
     assert 0.5 < all_right(0.3) <= all_right(0.9) < 1  # Platt's targets keep it below 1
     with pytest.raises(ValueError):
