@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     from speechlab.text.ngram import interpolate, read_arpa
 
     own = speechlab.load(args.model)
-    models = {"own (software text)": own}
+    models = {"own (the package's)": own}
     with tempfile.TemporaryDirectory() as tmp:
         arpa = Path(tmp) / "general.arpa"
         estimate_lm(lm_text, args.order, args.vocab, arpa)

@@ -245,7 +245,7 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         if "word_lm" not in obj.capabilities:
             raise ConfigError(f"--word-lm: {obj.title} decodes with no word LM of yours (a "
                               "CTC-topology model does)")
-        obj.use_word_lm(word_lm)
+        as_recognizer(obj, str(source)).use_word_lm(word_lm)
     if format == "onnx":
         if "onnx" not in obj.capabilities:
             raise ConfigError(f"{source}: {obj.title} does not export to ONNX; --format onnx "
