@@ -393,18 +393,18 @@ class CtcRecognizer(ModelBase):
                 graph = added[1]
             index = graph.lang.word_index()
             ids = {index[w] for w in words}
-            fst = graph.fst.copy()
-            for state in range(fst.num_states):
-                it = kaldifst.ArcIterator(fst, state)
-                arcs = []
-                while not it.done:
-                    a = it.value
-                    arcs.append((a.ilabel, a.olabel, a.weight.value, a.nextstate))
-                    it.next()
-                if any(o in ids for _, o, _, _ in arcs):
-                    fst.delete_arcs(state, len(arcs))
-                    for i, o, w, n in arcs:
-                        fst.add_arc(state, kaldifst.StdArc(i, o, w - score if o in ids else w, n))
+            # T∘L∘G composed with a one-state transducer that passes every word and costs the
+            # hotwords ``score`` less: the same graph with those arcs re-weighted, built by
+            # OpenFst (seconds for a million states, where a pass in Python took far longer).
+            boost = kaldifst.StdVectorFst()
+            state = boost.add_state()
+            boost.start = state
+            boost.set_final(state, 0.0)
+            for word in range(1, graph.lang.num_words + 1):
+                boost.add_arc(state, kaldifst.StdArc(word, word, -score if word in ids else 0.0,
+                                                     state))
+            kaldifst.arcsort(boost, sort_type="ilabel")
+            fst = kaldifst.compose(graph.fst, boost)
             cache.clear()  # one boosted graph at a time: they are as large as the graph
             cache[key] = _Biased(replace(graph, fst=fst),
                                  ViterbiDecoder(fst, graph.num_tokens, self.viterbi))
