@@ -418,7 +418,6 @@ class CtcRecognizer(ModelBase):
         spell are left out (counted in the log). T∘L∘G is built again from the lexicon and this
         LM (a minute or more for a large LM) and cached by content, so once per LM."""
         from speechlab.asr.ctc.graphs import cached_decoding_graph
-        from speechlab.asr.ctc.phones import lexicon_for
         from speechlab.files import cache_dir
         from speechlab.text.ngram import BOS, EOS, read_arpa
 
@@ -426,22 +425,13 @@ class CtcRecognizer(ModelBase):
         if not arpa.is_file():
             raise DataError(f"word LM {arpa}: no such file")
         vocab = [w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)]
-        lexicon = self.tokenizer.lexicon
-        new = [w for w in vocab if w not in lexicon]
-        phones = set(self.tokenizer.phones)
-        merged = Lexicon({w: lexicon[w] for w in lexicon.words})
-        spelt = 0
-        if new:
-            try:
-                found = lexicon_for(self.tokenizer.language, new)
-            except DataError as e:
-                raise ConfigError(f"word LM {arpa}: {len(new)} of its words are not in this "
-                                  f"model's lexicon and cannot be pronounced here ({e})") from None
-            for w in new:
-                for p in found.get(w) or []:
-                    if all(q in phones for q in p):
-                        merged.add(w, p)
-                spelt += w in merged
+        new = [w for w in vocab if w not in self.tokenizer.lexicon]
+        try:
+            merged = self._pronounced(new)
+        except DataError as e:
+            raise ConfigError(f"word LM {arpa}: {len(new)} of its words are not in this "
+                              f"model's lexicon and cannot be pronounced here ({e})") from None
+        spelt = sum(w in merged for w in new)
         log.info("word LM %s: %d words, %d of them new to the lexicon (%d pronounced, %d left "
                  "out); building T∘L∘G (once, then cached)", arpa, len(vocab), len(new), spelt,
                  len(new) - spelt)
@@ -454,13 +444,30 @@ class CtcRecognizer(ModelBase):
         for cached in ("_boosted_decoders", "_added_words", "_prefix_parts"):
             self.__dict__.pop(cached, None)
 
+    def _pronounced(self, words: Sequence[str]) -> Lexicon:
+        """The model's lexicon with ``words`` added as its words were pronounced
+        (:func:`~speechlab.asr.ctc.phones.lexicon_for`: CMUdict, else espeak-ng), only the
+        pronunciations its phones can spell; a word with none is left out. Raises
+        :class:`DataError` when there is no pronunciation source here."""
+        from speechlab.asr.ctc.phones import lexicon_for
+
+        lexicon = self.tokenizer.lexicon
+        out = Lexicon({w: lexicon[w] for w in lexicon.words})
+        if words:
+            phones = set(self.tokenizer.phones)
+            found = lexicon_for(self.tokenizer.language, words)
+            for w in words:
+                for p in found.get(w) or []:
+                    if all(q in phones for q in p):
+                        out.add(w, p)
+        return out
+
     def _graph_with(self, new: Sequence[str]) -> DecodingGraph:
         """T∘L∘G with the words ``new`` added: pronounced as the training lexicon's words were
         (:func:`~speechlab.asr.ctc.phones.lexicon_for`), each in the LM as a unigram as likely
         as its median word. Built again from the lexicon and LM and cached by content
         (:func:`~speechlab.asr.ctc.graphs.cached_decoding_graph`)."""
         from speechlab.asr.ctc.graphs import cached_decoding_graph
-        from speechlab.asr.ctc.phones import lexicon_for
         from speechlab.files import cache_dir, scratch_dir
         from speechlab.text.ngram import BOS, EOS, ArpaLM, read_arpa
 
@@ -471,21 +478,15 @@ class CtcRecognizer(ModelBase):
         if self.arpa is None:
             raise ConfigError(f"hotwords {said}: not in this model's vocabulary, and it has no "
                               "LM to add them to")
-        language = self.tokenizer.language
         try:
-            found = lexicon_for(language, new)
+            lexicon = self._pronounced(new)
         except DataError as e:
             raise ConfigError(f"hotwords {said}: not in this model's vocabulary, and they cannot "
                               f"be pronounced here ({e})") from None
-        phones = set(self.tokenizer.phones)
-        lexicon = Lexicon({w: self.tokenizer.lexicon[w] for w in self.tokenizer.lexicon.words})
         for w in new:
-            prons = [p for p in found.get(w) or [] if all(q in phones for q in p)]
-            if not prons:
+            if w not in lexicon:
                 raise ConfigError(f"hotword {w!r} is not in this model's vocabulary and cannot "
-                                  f"be spelt with its {language} phones")
-            for p in prons:
-                lexicon.add(w, p)
+                                  f"be spelt with its {self.tokenizer.language} phones")
         lm = read_arpa(self.arpa)
         probs = sorted(lp for (w,), (lp, _) in lm.ngrams[0].items() if w not in (BOS, EOS))
         typical = probs[len(probs) // 2]  # a word someone names is as likely as the median one
