@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -38,6 +39,7 @@ from typing import Any, Callable
 import torch
 
 from speechlab.testing.synthetic_training import PAPERS, Counting
+from speechlab.train.log import read_log
 
 RNNT_SHAPES = [(8, 150, 30, 64), (8, 150, 30, 500), (16, 300, 50, 128), (4, 500, 80, 1000)]
 GRAPH_SHAPES = [(8, 300, 50, 40), (16, 600, 80, 100)]
@@ -57,7 +59,7 @@ def throughput(name: str, steps: int, device: str, precision: str,
                           seed=SEED, loader_workers=workers)
         Trainer(model, counting, cfg, out, device=device).fit()  # warm-up, then resume
         counting.utterances, counting.seconds = 0, 0.0
-        cfg = TrainConfig(max_steps=1 + steps, log_every=steps, progress=False,
+        cfg = TrainConfig(max_steps=1 + steps, log_every=1, progress=False,
                           precision=precision, seed=SEED, loader_workers=workers)
         trainer = Trainer(model, counting, cfg, out, device=device)
         if trainer.device.type == "cuda":
@@ -67,13 +69,64 @@ def throughput(name: str, steps: int, device: str, precision: str,
         if trainer.device.type == "cuda":
             torch.cuda.synchronize()
         seconds = time.perf_counter() - start
+        log = [r for r in read_log(Path(out) / "log.jsonl")
+               if r["kind"] == "train" and r["step"] > 1]
+    # The trainer's clock per update (its log's "time" is the seconds since fit began): the
+    # steady state, without the start (workers forked, checkpoint read) and the last save,
+    # which a 20-update run on a GPU is otherwise dominated by.
+    clock = [r["time"] for r in log]
+    gaps = [b - a for a, b in zip(clock, clock[1:])]
+    steady = statistics.median(gaps) if gaps else seconds / steps
+    waiting = statistics.median(r["data_time"] for r in log) if log else 0.0
     return {"paper": name, "device": str(trainer.device), "precision": precision,
             "loader_workers": workers,
             "steps": steps, "seconds": round(seconds, 3),
             "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
             "utt_per_s": round(counting.utterances / seconds, 2),
             "audio_s_per_s": round(counting.seconds / seconds, 2),
-            "s_per_step": round(seconds / steps, 4)}
+            "s_per_step": round(seconds / steps, 4),
+            "steady_s_per_step": round(steady, 4),
+            "steady_audio_s_per_s": round(counting.seconds / steps / steady, 2),
+            "data_wait_s_per_step": round(waiting, 4)}
+
+
+def profile(name: str, device: str, precision: str, steps: int = 3) -> dict[str, Any]:
+    """What one update of ``name`` launches (after a warm-up): operator calls and, on a GPU,
+    kernels per update, and the operators that take the most time on the device (or, on the
+    CPU, in total): where a GPU step's time goes when it is launch-bound."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from speechlab.train.config import TrainConfig
+    from speechlab.train.trainer import Trainer
+
+    model, task, count = PAPERS[name]()
+    cuda = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with tempfile.TemporaryDirectory() as out:
+        cfg = TrainConfig(max_steps=1, log_every=1, progress=False, precision=precision,
+                          seed=SEED)
+        Trainer(model, task, cfg, out, device=device).fit()
+        cfg = TrainConfig(max_steps=1 + steps, log_every=steps, progress=False,
+                          precision=precision, seed=SEED)
+        trainer = Trainer(model, task, cfg, out, device=device)
+        with torch_profile(activities=activities) as prof:
+            trainer.fit()
+    events = prof.key_averages()
+
+    def on_device(e: Any) -> float:
+        return float(getattr(e, "self_device_time_total", 0.0) or 0.0)
+
+    ops = [e for e in events if e.key.startswith("aten::")]
+    kernels = [e for e in events if on_device(e) > 0 and not e.key.startswith(("aten::",
+                                                                                  "cuda"))]
+    key = on_device if cuda else (lambda e: float(e.self_cpu_time_total))
+    top = sorted(ops, key=key, reverse=True)[:12]
+    return {"paper": name, "device": device, "precision": precision, "updates": steps,
+            "aten_calls_per_update": round(sum(e.count for e in ops) / steps),
+            "kernels_per_update": round(sum(e.count for e in kernels) / steps) if cuda else None,
+            "top": [{"op": e.key, "calls_per_update": round(e.count / steps, 1),
+                     "ms_per_update": round(key(e) / 1000 / steps, 3)} for e in top]}
 
 
 # ------------------------------------------------------------------------------------------
@@ -133,6 +186,17 @@ def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
         rnnt_loss(logits, targets, t_lens, u_lens).backward()
 
     steps = _with_device_path({"ours": ours}, device)
+    if device.type == "cuda":
+        from speechlab.asr.rnnt import _loss_cuda
+
+        if _loss_cuda.available():  # "ours" ran the kernels; the PyTorch-ops path beside them
+            def torch_ops():
+                os.environ[_loss_cuda.KERNELS_ENV] = "0"
+                try:
+                    ours()
+                finally:
+                    del os.environ[_loss_cuda.KERNELS_ENV]
+            steps["torch ops"] = torch_ops
     if device.type != "cpu":
         try:
             import torchaudio.functional as taf
@@ -143,6 +207,11 @@ def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
         def torchaudio():
             logits.grad = None
             taf.rnnt_loss(logits, targets32, t32, u32, blank=0, reduction="mean").backward()
+        try:  # torchaudio without its compiled loss (or without CUDA in it) is no peer
+            torchaudio()
+        except (AttributeError, RuntimeError) as e:
+            print(f"torchaudio rnnt_loss unusable here: {e}", flush=True)
+            return steps
         steps["torchaudio"] = torchaudio
     return steps
 
@@ -182,6 +251,8 @@ def loss_table(device: torch.device, repeats: int) -> list[dict[str, Any]]:
                 row["met"] = row["ratio"] <= target
             if "device path" in times:
                 row["device_path_vs_numba"] = round(times["device path"] / times["ours"], 2)
+            if "torch ops" in times:
+                row["torch_ops_vs_kernels"] = round(times["torch ops"] / times["ours"], 2)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -197,6 +268,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per loss")
     parser.add_argument("--papers", nargs="*", default=list(PAPERS), choices=list(PAPERS))
     parser.add_argument("--no-losses", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile a few updates of each paper (calls, kernels, top ops)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     args = parser.parse_args()
 
@@ -215,6 +288,12 @@ def main() -> int:
         row = throughput(name, args.steps, str(device), args.precision, args.loader_workers)
         results["throughput"].append(row)
         print(json.dumps(row), flush=True)
+    if args.profile:
+        results["profile"] = []
+        for name in args.papers:
+            row = profile(name, str(device), args.precision)
+            results["profile"].append(row)
+            print(json.dumps(row), flush=True)
     if not args.no_losses:
         results["losses"] = loss_table(device, args.repeats)
     if args.json is not None:

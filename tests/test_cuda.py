@@ -38,8 +38,21 @@ class Joiner(torch.nn.Module):
         return self.out(torch.tanh(enc + pred))
 
 
+def test_the_rnnt_lattice_runs_as_cuda_kernels_on_an_nvidia_gpu():
+    """numba's CUDA target builds speechlab's lattice kernels here; else every step of an
+    RNN-T falls back to the PyTorch-ops recursion, launch-bound on a GPU (docs/gpu.md)."""
+    from speechlab.asr.rnnt import _loss_cuda
+
+    assert _loss_cuda.available(), "numba cannot build CUDA kernels on this machine"
+
+
+@pytest.mark.parametrize("path", ["kernels", "torch ops"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_rnnt_losses_on_cuda_equal_the_numba_kernels(dtype):
+def test_rnnt_losses_on_cuda_equal_the_numba_kernels(dtype, path, monkeypatch):
+    from speechlab.asr.rnnt import _loss_cuda
+
+    if path == "torch ops":
+        monkeypatch.setenv(_loss_cuda.KERNELS_ENV, "0")
     gen = torch.Generator().manual_seed(0)
     batch, frames, labels, vocab, dim = 4, 40, 12, 30, 16
     logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, dtype=dtype)

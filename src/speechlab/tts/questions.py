@@ -9,8 +9,11 @@ A question file has one question per line (``#`` comments and blank lines are sk
 English labels, ``pp^p-c+n=nn@p6_p7/A:.../B:.../C:...``: the identity of the five phones, their
 phonetic classes, the part-of-speech and ToBI fields, and every numeric field that a pattern
 with unique delimiters can reach. :func:`load_questions` parses any such file, naming the line
-of a malformed question, and compiles the patterns with nnmnkwii's HTK wildcard conversion;
-:meth:`QuestionSet.nnmnkwii_dicts` gives the dictionaries nnmnkwii's feature extractor takes.
+of a malformed question, and compiles the patterns (:func:`htk_regex`);
+:meth:`QuestionSet.answers` evaluates them on labels, as Merlin's front end does (and
+nnmnkwii's, which the tests hold it to), with nothing compiled to install: a GPU machine that
+can only take wheels needs it too. :meth:`QuestionSet.nnmnkwii_dicts` gives the dictionaries
+nnmnkwii's feature extractor takes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from speechlab.errors import DataError
 
@@ -135,6 +140,28 @@ class QuestionSet:
     def dim(self) -> int:
         return len(self.binary) + len(self.numeric)
 
+    def answers(self, contexts: Sequence[str]) -> np.ndarray:
+        """(N, Q) float32: each label's answers, the binary questions first (1 where any of a
+        question's patterns occurs in the label), then the numeric ones (the number the group
+        captures; where the pattern does not match, -50 for a signed group and -1 otherwise,
+        Merlin's values for a field that is absent, ``xx``)."""
+        out = np.zeros((len(contexts), self.dim), dtype=np.float32)
+        nb = len(self.binary)
+        absent = [-50.0 if _SIGNED in p.pattern else -1.0 for p in self.numeric]
+        for i, label in enumerate(contexts):
+            for j, patterns in enumerate(self.binary):
+                if any(p.search(label) for p in patterns):
+                    out[i, j] = 1.0
+            for j, p in enumerate(self.numeric):
+                m = p.search(label)
+                try:
+                    out[i, nb + j] = float(m.group(1)) if m else absent[j]
+                except ValueError:
+                    raise DataError(f"{self.source}: question {self.numeric_names[j]!r} "
+                                    f"captures {m.group(1)!r} in {label!r}, not a number"
+                                    ) from None
+        return out
+
     def nnmnkwii_dicts(self) -> tuple[dict, dict]:
         """``(binary_dict, numeric_dict)`` as ``nnmnkwii.io.hts.load_question_set`` makes them."""
         return ({i: (n, list(q)) for i, (n, q) in enumerate(zip(self.binary_names, self.binary))},
@@ -143,12 +170,26 @@ class QuestionSet:
 
 _LINE = re.compile(r'^(QS|CQS)\s+"([^"]+)"\s+\{([^{}]*)\}\s*$')
 _GROUPS = ("(\\d+)", "([-\\d]+)", "([\\d\\.]+)")
+_SIGNED = _GROUPS[1]
+
+
+def htk_regex(pattern: str, numeric: bool = False) -> str:
+    """The regular expression of an HTK question pattern, for ``re.search``: ``*`` matches any
+    run of characters; a pattern with a ``*`` is anchored at each end that has none (``*-a+*``
+    finds ``-a+`` anywhere, ``sil^*`` only at the start), one without is found anywhere. Every
+    other character is literal, ``?`` too (as Merlin's front end reads these files), except, in
+    a ``numeric`` (CQS) pattern, the number groups ``(\\d+)``, ``([-\\d]+)`` and
+    ``([\\d\\.]+)``, kept as groups."""
+    start = "\\A" if "*" in pattern and not pattern.startswith("*") else ""
+    end = "\\Z" if "*" in pattern and not pattern.endswith("*") else ""
+    body = pattern.strip("*")
+    pieces = re.split("(" + "|".join(map(re.escape, _GROUPS)) + ")", body) if numeric else [body]
+    out = [p if p in _GROUPS else re.escape(p).replace("\\*", ".*") for p in pieces]
+    return start + "".join(out) + end
 
 
 def parse_questions(lines: Sequence[str], source: str = "<questions>") -> QuestionSet:
     """Parse question-file lines; a malformed one is a DataError naming ``source:line``."""
-    from nnmnkwii.io.hts import wildcards2regex
-
     bnames, binary, nnames, numeric = [], [], [], []
     seen: set[str] = set()
     for lineno, raw in enumerate(lines, start=1):
@@ -169,13 +210,13 @@ def parse_questions(lines: Sequence[str], source: str = "<questions>") -> Questi
         seen.add(name)
         try:
             if kind == "QS":
-                binary.append(tuple(re.compile(wildcards2regex(p)) for p in patterns))
+                binary.append(tuple(re.compile(htk_regex(p)) for p in patterns))
                 bnames.append(name)
                 continue
             if len(patterns) != 1 or sum(g in patterns[0] for g in _GROUPS) != 1:
                 raise DataError(f"{loc}: CQS {name!r} needs exactly one pattern with one "
                                 "number group, (\\d+), ([-\\d]+) or ([\\d\\.]+)")
-            numeric.append(re.compile(wildcards2regex(patterns[0], convert_number_pattern=True)))
+            numeric.append(re.compile(htk_regex(patterns[0], numeric=True)))
             nnames.append(name)
         except re.error as e:
             raise DataError(f"{loc}: pattern of {name!r} does not compile ({e})") from None

@@ -181,6 +181,30 @@ def test_encoder_matches_direct_stacking_and_lstm(variant):
         assert y[b, y_lens[b]:].abs().sum() == 0
 
 
+def test_encoder_lstm_in_lower_precision_keeps_its_output_and_the_state_dtype():
+    """On a GPU, autocast runs the packed LSTM in bf16/fp16 while the input and the carried
+    state are fp32 (the CPU's autocast leaves a packed LSTM in fp32, so an LSTM that answers in
+    bf16 stands in for it): the output comes back in bf16, the state stays fp32."""
+    from speechlab.asr.rnnt.encoder import _lstm
+
+    class HalfLSTM(torch.nn.LSTM):
+        def forward(self, packed, state):
+            y, (h, c) = super().forward(packed, state)
+            return y._replace(data=y.data.bfloat16()), (h.bfloat16(), c.bfloat16())
+
+    lstm = HalfLSTM(4, 5, batch_first=True)
+    x, lens = torch.randn(3, 6, 4), torch.tensor([6, 0, 2])
+    h = c = torch.zeros(1, 3, 5)
+    out, h2, c2 = _lstm(x, lens, lstm, h, c)
+    assert out.dtype == torch.bfloat16 and h2.dtype == c2.dtype == torch.float32
+    plain = torch.nn.LSTM(4, 5, batch_first=True)
+    plain.load_state_dict(lstm.state_dict())
+    ref, ref_h, _ = _lstm(x, lens, plain, h, c)
+    torch.testing.assert_close(out.float(), ref, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(h2, ref_h, atol=2e-2, rtol=2e-2)
+    assert out[1].abs().sum() == 0 and h2[:, 1].abs().sum() == 0  # the empty row keeps its state
+
+
 @pytest.mark.parametrize("variant", ["mono", "onehot"])
 def test_streaming_encoder_equals_full_for_random_chunks(variant):
     model = make(variant).eval()

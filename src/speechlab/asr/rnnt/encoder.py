@@ -53,18 +53,20 @@ def _lstm(x: Tensor, lens: Tensor, lstm: nn.LSTM, h: Tensor, c: Tensor) -> tuple
     lets a chunk with padded rows continue exactly where the previous chunk stopped.
     """
     B, T = x.shape[:2]
-    out = x.new_zeros(B, T, lstm.hidden_size)
     live = (lens > 0).nonzero().squeeze(1)
     if T == 0 or live.numel() == 0:
-        return out, h, c
+        return x.new_zeros(B, T, lstm.hidden_size), h, c
     packed = pack_padded_sequence(x[live], lens[live].cpu(), batch_first=True, enforce_sorted=False)
     y, (h_live, c_live) = lstm(packed, (h[:, live].contiguous(), c[:, live].contiguous()))
     y, _ = pad_packed_sequence(y, batch_first=True, total_length=T)
+    # Under autocast on a GPU the LSTM answers in bf16/fp16: the output keeps its dtype, the
+    # state keeps the caller's (it is carried from chunk to chunk).
+    out = y.new_zeros(B, T, lstm.hidden_size)
     out[live] = y
     h = h.clone()
     c = c.clone()
-    h[:, live] = h_live
-    c[:, live] = c_live
+    h[:, live] = h_live.to(h.dtype)
+    c[:, live] = c_live.to(c.dtype)
     return out, h, c
 
 

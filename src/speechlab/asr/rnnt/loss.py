@@ -50,7 +50,7 @@ import torch
 from torch.autograd.function import once_differentiable
 from torch.utils.checkpoint import checkpoint
 
-from speechlab.asr.rnnt import _loss_torch
+from speechlab.asr.rnnt import _loss_cuda, _loss_torch
 from speechlab.asr.rnnt._loss_numba import forward_backward
 from speechlab.devices import HALF, use_device_code
 from speechlab.devices import full_precision as _full
@@ -390,6 +390,15 @@ def _lattice(
     return cost, occ_blank, occ_label
 
 
+def _device_lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: Tensor,
+                    need_occupancy: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    """The device path's lattice: CUDA kernels on an NVIDIA GPU where numba can build them
+    (:mod:`._loss_cuda`), else the recursion in PyTorch ops (:mod:`._loss_torch`)."""
+    if blank_lp.device.type == "cuda" and _loss_cuda.available():
+        return _loss_cuda.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
+    return _loss_torch.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
+
+
 class _TransducerLattice(torch.autograd.Function):
     """(B, T, U+1) blank and label log-probs -> (B,) negative log-likelihoods."""
 
@@ -398,8 +407,8 @@ class _TransducerLattice(torch.autograd.Function):
         need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         ctx.dtype, ctx.device = blank_lp.dtype, blank_lp.device
         if use_device_code(blank_lp):
-            # Where the log-probs are (a GPU): the recursion in torch ops, nothing leaves it.
-            cost_t, occ_b, occ_l = _loss_torch.lattice(
+            # Where the log-probs are (a GPU): nothing leaves it.
+            cost_t, occ_b, occ_l = _device_lattice(
                 blank_lp.detach(), label_lp.detach(), _on(frames, blank_lp),
                 _on(labels, blank_lp), need_grad)
             finite = torch.isfinite(cost_t)
@@ -852,8 +861,8 @@ def _node_occupancy(
 ) -> Tensor:
     """(B, T, U+1) float64 posterior probability of passing through each lattice node."""
     if use_device_code(blank_lp):
-        _, occ_b, occ_l = _loss_torch.lattice(blank_lp, label_lp, _on(frames, blank_lp),
-                                              _on(labels, blank_lp), True)
+        _, occ_b, occ_l = _device_lattice(blank_lp, label_lp, _on(frames, blank_lp),
+                                          _on(labels, blank_lp), True)
         return occ_b + occ_l
     with _serial_torch() as n_threads:
         _, occ_blank, occ_label = _lattice(

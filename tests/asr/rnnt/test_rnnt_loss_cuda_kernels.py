@@ -1,0 +1,91 @@
+"""The RNN-T lattice's CUDA kernels (speechlab.asr.rnnt._loss_cuda), run without a GPU by
+numba's CUDA simulator in a subprocess: the cost and both occupancies equal the numba CPU
+kernel's on ragged batches, an impossible alignment and NaN included. On a GPU,
+tests/test_cuda.py holds the real kernels to the same reference."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import json, math
+import numpy as np
+from speechlab.asr.rnnt import _loss_cuda
+from speechlab.asr.rnnt._loss_numba import forward_backward
+
+rng = np.random.default_rng(3)
+report = {}
+for name, (batch, frames_max, positions) in {"ragged": (4, 9, 6), "wide": (2, 3, 40)}.items():
+    x = rng.normal(size=(batch, frames_max, positions, 2))
+    lp = x - np.logaddexp(x[..., :1], x[..., 1:])  # (blank, label) log-probs that sum to one
+    blank, label = np.ascontiguousarray(lp[..., 0]), np.ascontiguousarray(lp[..., 1])
+    frames = np.array([frames_max, 1, 5, 7][:batch], dtype=np.int64)
+    labels = np.array([positions - 1, 0, 2, positions - 1][:batch], dtype=np.int64)
+    if name == "ragged":
+        blank[2, 5:] = label[2, :, 3:] = np.nan  # padding (past T_b, U_b) may hold anything
+        blank[1, 0, 0] = -np.inf  # the only way out of utterance 1: no path
+        blank[3, 3, 4] = np.nan
+    cost = np.zeros(batch); ob = np.zeros_like(blank); ol = np.zeros_like(blank)
+    forward_backward(blank, label, frames, labels, np.arange(batch), True, cost, ob, ol)
+    c2, ob2, ol2 = _loss_cuda.lattice_arrays(blank, label, frames, labels, True)
+    c3, none_b, none_l = _loss_cuda.lattice_arrays(blank, label, frames, labels, False)
+    finite = np.isfinite(cost)
+    report[name] = {
+        "cost": cost.tolist(), "cost_kernels": c2.tolist(), "cost_only": c3.tolist(),
+        "same_nonfinite": bool(((np.isnan(cost) == np.isnan(c2))
+                                & (np.isposinf(cost) == np.isposinf(c2))).all()),
+        "cost_diff": float(np.abs(cost[finite] - c2[finite]).max()),
+        "occ_diff": float(max(np.abs(ob - ob2).max(), np.abs(ol - ol2).max())),
+        "none_without_occupancy": none_b is None and none_l is None,
+        "threads": _loss_cuda.threads_for(positions),
+    }
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture(scope="module")
+def report():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", ["ragged", "wide"])
+def test_the_kernels_equal_the_numba_cpu_kernel(report, case):
+    r = report[case]
+    assert r["same_nonfinite"] and r["none_without_occupancy"]
+    assert r["cost_diff"] < 1e-9 and r["occ_diff"] < 1e-9
+    assert r["cost_only"][0] == pytest.approx(r["cost"][0], abs=1e-9)
+
+
+def test_impossible_and_nan_utterances_come_out_as_the_cpu_says(report):
+    cost = report["ragged"]["cost_kernels"]
+    assert math.isinf(cost[1]) and cost[1] > 0  # no path
+    assert math.isnan(cost[3])  # a NaN inside the lattice spreads
+    assert math.isfinite(cost[0]) and math.isfinite(cost[2])  # padding is never read
+
+
+def test_threads_per_block():
+    from speechlab.asr.rnnt._loss_cuda import threads_for
+
+    assert [threads_for(p) for p in (1, 6, 32, 33, 1024, 5000)] == [32, 32, 32, 64, 1024, 1024]
+
+
+def test_the_kernels_stay_off_without_a_gpu_or_when_turned_off(monkeypatch):
+    from speechlab.asr.rnnt import _loss_cuda
+
+    monkeypatch.setenv(_loss_cuda.KERNELS_ENV, "0")
+    assert not _loss_cuda.available()
+    monkeypatch.delenv(_loss_cuda.KERNELS_ENV)
+    import torch
+
+    if not torch.cuda.is_available():
+        assert not _loss_cuda.available() or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
