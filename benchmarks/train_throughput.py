@@ -174,6 +174,24 @@ def _with_device_path(steps: dict[str, Callable[[], None]], device: torch.device
     return steps
 
 
+def _with_torch_ops(steps: dict[str, Callable[[], None]], x: torch.Tensor) -> None:
+    """Where ``steps["ours"]`` runs the project's CUDA kernels, the PyTorch-ops recursion
+    beside it."""
+    from speechlab.devices import CUDA_KERNELS_ENV, use_cuda_kernels
+
+    if not use_cuda_kernels(x):
+        return
+    ours = steps["ours"]
+
+    def torch_ops():
+        os.environ[CUDA_KERNELS_ENV] = "0"
+        try:
+            ours()
+        finally:
+            del os.environ[CUDA_KERNELS_ENV]
+    steps["torch ops"] = torch_ops
+
+
 def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
     from speechlab.asr.rnnt.loss import rnnt_loss
 
@@ -186,17 +204,7 @@ def rnnt_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
         rnnt_loss(logits, targets, t_lens, u_lens).backward()
 
     steps = _with_device_path({"ours": ours}, device)
-    if device.type == "cuda":
-        from speechlab.asr.rnnt import _loss_cuda
-
-        if _loss_cuda.available():  # "ours" ran the kernels; the PyTorch-ops path beside them
-            def torch_ops():
-                os.environ[_loss_cuda.KERNELS_ENV] = "0"
-                try:
-                    ours()
-                finally:
-                    del os.environ[_loss_cuda.KERNELS_ENV]
-            steps["torch ops"] = torch_ops
+    _with_torch_ops(steps, logits)
     if device.type != "cpu":
         try:
             import torchaudio.functional as taf
@@ -232,7 +240,9 @@ def graph_steps(shape, device: torch.device) -> dict[str, Callable[[], None]]:
         torch.nn.functional.ctc_loss(log_probs.transpose(0, 1), targets, t_lens, u_lens,
                                      reduction="sum").backward()
 
-    return _with_device_path({"ours": ours, "ctc_loss": ctc}, device)
+    steps = _with_device_path({"ours": ours, "ctc_loss": ctc}, device)
+    _with_torch_ops(steps, log_probs)
+    return steps
 
 
 def loss_table(device: torch.device, repeats: int) -> list[dict[str, Any]]:

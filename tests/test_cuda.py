@@ -38,21 +38,21 @@ class Joiner(torch.nn.Module):
         return self.out(torch.tanh(enc + pred))
 
 
-def test_the_rnnt_lattice_runs_as_cuda_kernels_on_an_nvidia_gpu():
-    """numba's CUDA target builds speechlab's lattice kernels here; else every step of an
-    RNN-T falls back to the PyTorch-ops recursion, launch-bound on a GPU (docs/gpu.md)."""
-    from speechlab.asr.rnnt import _loss_cuda
+def test_the_losses_run_as_cuda_kernels_on_an_nvidia_gpu():
+    """numba's CUDA target builds speechlab's kernels here; else every step of an RNN-T or a
+    graph loss falls back to the PyTorch-ops recursions, launch-bound on a GPU (docs/gpu.md)."""
+    from speechlab.devices import use_cuda_kernels
 
-    assert _loss_cuda.available(), "numba cannot build CUDA kernels on this machine"
+    assert use_cuda_kernels(torch.zeros(1, device=CUDA)), "numba cannot build CUDA kernels here"
 
 
 @pytest.mark.parametrize("path", ["kernels", "torch ops"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_rnnt_losses_on_cuda_equal_the_numba_kernels(dtype, path, monkeypatch):
-    from speechlab.asr.rnnt import _loss_cuda
+    from speechlab.devices import CUDA_KERNELS_ENV
 
     if path == "torch ops":
-        monkeypatch.setenv(_loss_cuda.KERNELS_ENV, "0")
+        monkeypatch.setenv(CUDA_KERNELS_ENV, "0")
     gen = torch.Generator().manual_seed(0)
     batch, frames, labels, vocab, dim = 4, 40, 12, 30, 16
     logits = torch.randn(batch, frames, labels + 1, vocab, generator=gen, dtype=dtype)
@@ -81,8 +81,13 @@ def test_rnnt_losses_on_cuda_equal_the_numba_kernels(dtype, path, monkeypatch):
     _close(run(CUDA), run(torch.device("cpu")), dtype)
 
 
+@pytest.mark.parametrize("path", ["kernels", "torch ops"])
 @pytest.mark.parametrize("name", list(topology.TOPOLOGIES))
-def test_graph_loss_on_cuda_equals_the_numba_kernels(name):
+def test_graph_loss_on_cuda_equals_the_numba_kernels(name, path, monkeypatch):
+    from speechlab.devices import CUDA_KERNELS_ENV
+
+    if path == "torch ops":
+        monkeypatch.setenv(CUDA_KERNELS_ENV, "0")
     gen = torch.Generator().manual_seed(1)
     phones, batch, frames = 12, 5, 60
     vocab = topology.num_tokens(name, phones)

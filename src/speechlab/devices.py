@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -35,6 +36,9 @@ from speechlab.errors import ConfigError
 DEVICE_ENV = "SPEECHLAB_DEVICE"
 #: Set to 1: the losses take their device code path on the CPU too (tests, benchmarks).
 DEVICE_CODE_ENV = "SPEECHLAB_DEVICE_CODE"
+#: Set to 0: on a CUDA device the losses' recursions run as PyTorch ops instead of as the
+#: project's CUDA kernels (numba), e.g. to compare the two.
+CUDA_KERNELS_ENV = "SPEECHLAB_CUDA_KERNELS"
 
 #: Precision name -> the autocast dtype (None: no autocast).
 PRECISIONS: dict[str, torch.dtype | None] = {
@@ -192,6 +196,31 @@ def use_device_code(x: torch.Tensor) -> bool:
     CPU, or :func:`device_code` / ``SPEECHLAB_DEVICE_CODE=1`` asks for it."""
     return (x.device.type != "cpu" or getattr(_forced, "on", False)
             or os.environ.get(DEVICE_CODE_ENV) == "1")
+
+
+def use_cuda_kernels(x: torch.Tensor) -> bool:
+    """True when a recursion over ``x`` should run as the project's CUDA kernels: ``x`` is on
+    a CUDA device, numba's CUDA target works here (numba-cuda, a driver), and
+    ``SPEECHLAB_CUDA_KERNELS=0`` does not turn them off."""
+    if x.device.type != "cuda" or os.environ.get(CUDA_KERNELS_ENV, "1") == "0":
+        return False
+    return _numba_cuda_works()
+
+
+@functools.cache
+def _numba_cuda_works() -> bool:
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # no numba CUDA target, no driver, a toolkit it cannot use
+        return False
+
+
+def cuda_threads(items: int) -> int:
+    """Threads per block for a kernel whose block takes ``items`` in strides: a warp at least,
+    1024 at most."""
+    return min(1024, max(32, 1 << max(items - 1, 0).bit_length()))
 
 
 def add_device_options(parser: Any, precision: bool = True) -> None:

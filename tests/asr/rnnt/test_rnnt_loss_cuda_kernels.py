@@ -43,7 +43,6 @@ for name, (batch, frames_max, positions) in {"ragged": (4, 9, 6), "wide": (2, 3,
         "cost_diff": float(np.abs(cost[finite] - c2[finite]).max()),
         "occ_diff": float(max(np.abs(ob - ob2).max(), np.abs(ol - ol2).max())),
         "none_without_occupancy": none_b is None and none_l is None,
-        "threads": _loss_cuda.threads_for(positions),
     }
 print(json.dumps(report))
 """
@@ -74,18 +73,18 @@ def test_impossible_and_nan_utterances_come_out_as_the_cpu_says(report):
 
 
 def test_threads_per_block():
-    from speechlab.asr.rnnt._loss_cuda import threads_for
+    from speechlab.devices import cuda_threads
 
-    assert [threads_for(p) for p in (1, 6, 32, 33, 1024, 5000)] == [32, 32, 32, 64, 1024, 1024]
+    assert [cuda_threads(p) for p in (1, 6, 32, 33, 1024, 5000)] == [32, 32, 32, 64, 1024, 1024]
 
 
-def test_the_kernels_stay_off_without_a_gpu_or_when_turned_off(monkeypatch):
-    from speechlab.asr.rnnt import _loss_cuda
-
-    monkeypatch.setenv(_loss_cuda.KERNELS_ENV, "0")
-    assert not _loss_cuda.available()
-    monkeypatch.delenv(_loss_cuda.KERNELS_ENV)
+def test_the_kernels_stay_off_on_the_cpu_and_when_turned_off(monkeypatch):
     import torch
 
-    if not torch.cuda.is_available():
-        assert not _loss_cuda.available() or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    from speechlab import devices
+
+    assert not devices.use_cuda_kernels(torch.zeros(2))
+    monkeypatch.setattr(devices, "_numba_cuda_works", lambda: True)
+    assert not devices.use_cuda_kernels(torch.zeros(2, device="meta"))
+    monkeypatch.setenv(devices.CUDA_KERNELS_ENV, "0")
+    assert not devices.use_cuda_kernels(torch.zeros(2))

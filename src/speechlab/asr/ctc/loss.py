@@ -23,10 +23,10 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from speechlab.asr.ctc import _graph_torch, loss_graphs
+from speechlab.asr.ctc import _graph_cuda, _graph_torch, loss_graphs
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
-from speechlab.devices import HALF, use_device_code
+from speechlab.devices import HALF, use_cuda_kernels, use_device_code
 from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths
@@ -265,6 +265,9 @@ def _device_scores(x: Tensor, frames: np.ndarray,
     lengths = torch.as_tensor(frames, dtype=torch.int64).to(device)
     if isinstance(numerator, tuple):
         log_num, occ_num = _ctc_numerator(x, lengths, *numerator, blank, need_grad)
+    elif use_cuda_kernels(x):
+        log_num, occ_num = _graph_cuda.total_scores(x, lengths, numerator, np.arange(batch),
+                                                    need_grad)
     else:
         num_graphs = _graph_torch.expand(numerator, np.arange(batch), device)
         log_num, occ_num = _graph_torch.total_scores(x, lengths, num_graphs, need_grad)
@@ -280,6 +283,9 @@ def _device_scores(x: Tensor, frames: np.ndarray,
             log_den = torch.where(valid, torch.logsumexp(lp, -1), 0.0).sum(1)
             if need_grad:
                 occ_den = torch.where(valid[..., None], torch.softmax(lp, -1), 0.0)
+        elif use_cuda_kernels(x):
+            log_den, occ_den = _graph_cuda.total_scores(
+                x, lengths, denominator, np.zeros(batch, dtype=np.int64), need_grad, shared=True)
         else:
             den_graphs = _expanded_denominator(denominator, batch, device)
             log_den, occ_den = _graph_torch.total_scores(x, lengths, den_graphs, need_grad)

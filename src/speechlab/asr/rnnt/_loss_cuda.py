@@ -9,8 +9,8 @@ that walks its own diagonals, one thread per label position (strided past 1024),
 between diagonals: three launches in all, forward, backward, occupancies. Float64 throughout.
 
 Used where the log-probs are on a CUDA device and numba's CUDA target works there (a driver,
-numba with its CUDA target: numba-cuda); ``SPEECHLAB_CUDA_KERNELS=0`` keeps the PyTorch-ops
-path. The kernels run on PyTorch's current stream, so nothing waits for the host. Without a GPU,
+numba with its CUDA target: numba-cuda; :func:`speechlab.devices.use_cuda_kernels`);
+``SPEECHLAB_CUDA_KERNELS=0`` keeps the PyTorch-ops path. The kernels run on PyTorch's current stream, so nothing waits for the host. Without a GPU,
 numba's simulator (``NUMBA_ENABLE_CUDASIM=1``) runs the same kernels through
 :func:`lattice_arrays`, which is how the CPU-only tests hold them to the numba CPU kernel.
 
@@ -19,43 +19,18 @@ Shape legend: B batch, T frames, P = U + 1 label positions.
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
+from speechlab.devices import cuda_threads
+
 Tensor = torch.Tensor
 
-#: Set to 0: CUDA log-probs take the PyTorch-ops path instead of these kernels.
-KERNELS_ENV = "SPEECHLAB_CUDA_KERNELS"
-MAX_THREADS = 1024
 OCC_THREADS = 256
-
-
-def available() -> bool:
-    """True when the kernels can run on this machine's CUDA devices (and are not turned off)."""
-    if os.environ.get(KERNELS_ENV, "1") == "0":
-        return False
-    return _cuda_target_works()
-
-
-@functools.cache
-def _cuda_target_works() -> bool:
-    try:
-        from numba import cuda
-
-        return bool(cuda.is_available())
-    except Exception:  # no numba CUDA target, no driver, a toolkit it cannot use
-        return False
-
-
-def threads_for(positions: int) -> int:
-    """Threads per block for ``positions`` label positions: a warp at least, 1024 at most."""
-    return min(MAX_THREADS, max(32, 1 << max(positions - 1, 0).bit_length()))
 
 
 def kernels() -> Any:
@@ -70,7 +45,7 @@ def _launch(blank: Any, label: Any, frames: Any, labels: Any, alpha: Any, beta: 
     """Run the kernels on device arrays; ``beta`` None: the cost alone."""
     k = kernels()
     batch, frames_max, positions = shape
-    threads = threads_for(positions)
+    threads = cuda_threads(positions)
     with warnings.catch_warnings():
         # a block per utterance is few blocks for a GPU, by design: numba says so each time
         warnings.simplefilter("ignore", k.NumbaPerformanceWarning)

@@ -52,7 +52,7 @@ from torch.utils.checkpoint import checkpoint
 
 from speechlab.asr.rnnt import _loss_cuda, _loss_torch
 from speechlab.asr.rnnt._loss_numba import forward_backward
-from speechlab.devices import HALF, use_device_code
+from speechlab.devices import HALF, use_cuda_kernels, use_device_code
 from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths, lengths_to_mask
@@ -394,7 +394,7 @@ def _device_lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: 
                     need_occupancy: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """The device path's lattice: CUDA kernels on an NVIDIA GPU where numba can build them
     (:mod:`._loss_cuda`), else the recursion in PyTorch ops (:mod:`._loss_torch`)."""
-    if blank_lp.device.type == "cuda" and _loss_cuda.available():
+    if use_cuda_kernels(blank_lp):
         return _loss_cuda.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
     return _loss_torch.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
 
