@@ -36,8 +36,10 @@ for name in sys.argv[1:]:
     row = {}
     for kind, graph, which in (("numerator", num, np.arange(4)),
                                ("denominator", den, np.zeros(4, dtype=np.int64))):
-        z_k, g_k = _graph_cuda.total_scores_arrays(lp, np.array(frames), graph, which, True)
-        z_v, none = _graph_cuda.total_scores_arrays(lp, np.array(frames), graph, which, False)
+        z_k, g_k = _graph_cuda.total_scores_arrays(lp, np.array(frames), graph, which, True,
+                                                   threads=3)
+        z_v, none = _graph_cuda.total_scores_arrays(lp, np.array(frames), graph, which, False,
+                                                   threads=3)
         expanded = _graph_torch.expand(graph, which, torch.device("cpu"))
         z_t, g_t = _graph_torch.total_scores(torch.from_numpy(lp), torch.tensor(frames),
                                              expanded, True)

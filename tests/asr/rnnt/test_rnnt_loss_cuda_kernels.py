@@ -33,8 +33,8 @@ for name, (batch, frames_max, positions) in {"ragged": (4, 9, 6), "wide": (2, 3,
         blank[3, 3, 4] = np.nan
     cost = np.zeros(batch); ob = np.zeros_like(blank); ol = np.zeros_like(blank)
     forward_backward(blank, label, frames, labels, np.arange(batch), True, cost, ob, ol)
-    c2, ob2, ol2 = _loss_cuda.lattice_arrays(blank, label, frames, labels, True)
-    c3, none_b, none_l = _loss_cuda.lattice_arrays(blank, label, frames, labels, False)
+    c2, ob2, ol2 = _loss_cuda.lattice_arrays(blank, label, frames, labels, True, threads=4)
+    c3, none_b, none_l = _loss_cuda.lattice_arrays(blank, label, frames, labels, False, threads=4)
     finite = np.isfinite(cost)
     report[name] = {
         "cost": cost.tolist(), "cost_kernels": c2.tolist(), "cost_only": c3.tolist(),

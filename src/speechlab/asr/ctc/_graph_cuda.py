@@ -121,10 +121,11 @@ def total_scores(log_probs: Tensor, frames: Tensor, graph: GraphBatch, which: np
 
 
 def total_scores_arrays(log_probs: np.ndarray, frames: np.ndarray, graph: GraphBatch,
-                        which: np.ndarray, need_grad: bool
+                        which: np.ndarray, need_grad: bool, threads: int | None = None
                         ) -> tuple[np.ndarray, np.ndarray | None]:
     """The kernels on host arrays (copied to the device and back): for numba's simulator in
-    the tests."""
+    the tests, where a few ``threads`` per block (fewer than the nodes) make each thread
+    take several nodes, as large graphs do on a GPU."""
     from numba import cuda
 
     batch, max_frames, vocab = log_probs.shape
@@ -139,5 +140,6 @@ def total_scores_arrays(log_probs: np.ndarray, frames: np.ndarray, graph: GraphB
     if need_grad:
         beta = cuda.to_device(np.full((batch, 2, nodes), -math.inf))
         grad = cuda.to_device(np.zeros((batch, max_frames, vocab)))
-    _launch(lp, n_t, which_d, arrays, alpha, log_z, beta, grad, batch, cuda_threads(nodes))
+    _launch(lp, n_t, which_d, arrays, alpha, log_z, beta, grad, batch,
+            threads or cuda_threads(nodes))
     return log_z.copy_to_host(), None if grad is None else grad.copy_to_host()

@@ -41,11 +41,12 @@ def kernels() -> Any:
 
 
 def _launch(blank: Any, label: Any, frames: Any, labels: Any, alpha: Any, beta: Any, cost: Any,
-            occ_blank: Any, occ_label: Any, shape: tuple[int, int, int], stream: Any = 0) -> None:
+            occ_blank: Any, occ_label: Any, shape: tuple[int, int, int], stream: Any = 0,
+            threads: int | None = None) -> None:
     """Run the kernels on device arrays; ``beta`` None: the cost alone."""
     k = kernels()
     batch, frames_max, positions = shape
-    threads = cuda_threads(positions)
+    threads = threads or cuda_threads(positions)
     with warnings.catch_warnings():
         # a block per utterance is few blocks for a GPU, by design: numba says so each time
         warnings.simplefilter("ignore", k.NumbaPerformanceWarning)
@@ -90,10 +91,11 @@ def lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: Tensor,
 
 
 def lattice_arrays(blank_lp: np.ndarray, label_lp: np.ndarray, frames: np.ndarray,
-                   labels: np.ndarray, need_occupancy: bool
+                   labels: np.ndarray, need_occupancy: bool, threads: int | None = None
                    ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """The kernels on host arrays (copied to the device and back): for numba's simulator in
-    the tests, and for a check on a GPU without PyTorch's CUDA."""
+    the tests, where a few ``threads`` per block (fewer than the label positions) make each
+    thread take several positions, as long transcripts do on a GPU."""
     from numba import cuda
 
     shape = tuple(blank_lp.shape)
@@ -108,6 +110,7 @@ def lattice_arrays(blank_lp: np.ndarray, label_lp: np.ndarray, frames: np.ndarra
         beta = cuda.to_device(np.full(shape, -np.inf))
         occ_blank = cuda.device_array(shape, dtype=np.float64)
         occ_label = cuda.device_array(shape, dtype=np.float64)
-    _launch(blank, label, n_t, n_u, alpha, beta, cost, occ_blank, occ_label, shape)  # type: ignore[arg-type]
+    _launch(blank, label, n_t, n_u, alpha, beta, cost, occ_blank, occ_label, shape,  # type: ignore[arg-type]
+            threads=threads)
     host = [None if a is None else a.copy_to_host() for a in (occ_blank, occ_label)]
     return cost.copy_to_host(), host[0], host[1]
