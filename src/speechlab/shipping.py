@@ -172,7 +172,7 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
               + ("; the weights are stored as float16 (the figures above were measured with "
                  "them)" if (card.data or {}).get("lean") else "")
               + ("; the decoding graph is rebuilt from the lexicon and the LM at the first "
-                 "load (a few seconds) and cached" if "rebuildable" in (card.data or {})
+                 "load and cached (models/README.md gives the time it takes)" if "rebuildable" in (card.data or {})
                  and "graph" not in card.files else "") + ".", ""]
     return "\n".join(lines)
 
