@@ -12,15 +12,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:+$OUT/}gpu-check}
-PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1
-if [ -d .whl ] && ! "$PY" -c "import lhotse, kaldifst" 2>/dev/null; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+. scripts/gpu-env.sh
 
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PY" -c "import sys, torch; print('python', sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.get_device_name())"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,6 +139,32 @@ def _run_general_text(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_pack(args: argparse.Namespace) -> int:
+    from speechlab.data.pack import pack_corpus
+
+    splits = [x.strip() for x in args.splits.split(",") if x.strip()]
+    if not splits:
+        raise DataError("--splits: name at least one split")
+    summary = pack_corpus(args.corpus_dir, args.out, splits, args.kbps, args.others,
+                          progress=not args.no_progress)
+    for split, row in summary["splits"].items():
+        print(f"{split}: {row['recordings']} recordings{'' if row['whole'] else ' (its first)'}"
+              f", {row['hours']} h as {row['mb']} MB of Opus ({row['kbps']} kbps)")
+    print(f"{args.out}: {args.out.stat().st_size / 1e6:.1f} MB")
+    return 0
+
+
+def _run_unpack(args: argparse.Namespace) -> int:
+    from speechlab.data.pack import unpack_corpus
+
+    summary = unpack_corpus(args.pack_file, args.out, progress=not args.no_progress,
+                            jobs=args.jobs)
+    hours = sum(row["hours"] for row in summary["splits"].values())
+    print(f"{args.out}: the corpus, with {hours:.2f} h of audio decoded from Opus "
+          f"({', '.join(summary['splits'])})")
+    return 0
+
+
 def _run_info(args: argparse.Namespace) -> int:
     _print_info(Path(args.corpus_dir))
     return 0
@@ -223,6 +250,36 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     general.add_argument("--cache-dir", type=Path, default=None,
                          help="cache root (default $SPEECHLAB_CACHE or ~/.cache/speechlab)")
     general.set_defaults(func=_run_general_text, outputs={"out": "file"})
+
+    pack = sub.add_parser(
+        "pack", help="a corpus in one file for a machine that cannot build it: manifests, and "
+                     "the audio of some splits as Opus",
+        description="Write CORPUS into one tar: every manifest, and the audio of --splits coded "
+                    "as Opus (lossy; about 3 KB per second at 24 kbps), the other splits cut to "
+                    "their first --others recordings, e.g. to train on a GPU "
+                    "machine without espeak-ng or festival. `speechlab data unpack` makes a "
+                    "corpus directory of it again.")
+    pack.add_argument("corpus_dir", type=Path, metavar="CORPUS")
+    pack.add_argument("--out", type=Path, required=True, help="the tar file to write")
+    pack.add_argument("--splits", default="train,dev",
+                      help="splits whose audio is packed (comma-separated; default train,dev)")
+    pack.add_argument("--kbps", type=float, default=24.0,
+                      help="Opus rate, 12 to 128 kbps (default 24)")
+    pack.add_argument("--others", type=bounded(int, ge=0), default=8, metavar="N",
+                      help="the other splits are cut to their first N recordings (default 8)")
+    pack.add_argument("--no-progress", action="store_true", help="no progress bar")
+    pack.add_argument("--overwrite", action="store_true", help="replace --out")
+    pack.set_defaults(func=_run_pack, outputs={"out": "file"})
+
+    unpack = sub.add_parser("unpack", help="a corpus directory from `speechlab data pack`'s file")
+    unpack.add_argument("pack_file", type=Path, metavar="PACK")
+    unpack.add_argument("--out", type=Path, required=True, help="the corpus directory to write")
+    unpack.add_argument("--jobs", type=bounded(int, ge=1), default=os.cpu_count() or 1,
+                        help="threads that decode the audio (default: one per core)")
+    unpack.add_argument("--no-progress", action="store_true", help="no progress bar")
+    unpack.add_argument("--overwrite", action="store_true",
+                        help="write into --out even if it holds files")
+    unpack.set_defaults(func=_run_unpack, outputs={"out": "dir"})
 
     info = sub.add_parser("info", help="summarise a corpus directory")
     info.add_argument("corpus_dir", type=Path)
