@@ -20,6 +20,8 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS: dict[str, list[str]] = {
     "rnnt_loss": [],
     "graph_loss": [],
+    # half a minute: operator calls per update on the device path (how launch-bound a GPU is)
+    "launches": [],
     # with the same-size comparison against sherpa-onnx (the bench extra; about 2 minutes)
     "rnnt_decode": ["--sherpa"],
     "corpus_speed": [],
