@@ -6,7 +6,8 @@
 #   scripts/gpu-train.sh PAPER MODEL SCALE PACK SECONDS [-- EXTRA TRAIN ARGS]
 #
 #   PACK     the corpus as `speechlab data pack` wrote it (carried with the checkout)
-#   SECONDS  training time; then SIGTERM, which checkpoints where the run stands
+#   SECONDS  training time; then SIGTERM to the trainer alone (its loader workers are shut down
+#            by it), which checkpoints the update it stands at
 #
 # Writes into ${OUT}/gpu-train (or gpu-train/): the latest checkpoint and best.pt in parts of at
 # most 15 MiB (best.pt without its optimizer state, which nothing reads back), log.jsonl,
@@ -27,7 +28,7 @@ mkdir -p "$DEST" "$RUN"
 if [ ! -f "$RUN/corpus/corpus.json" ]; then
   "$PY" -m speechlab data unpack "$PACK" --out "$RUN/corpus" --no-progress || exit 1
 fi
-timeout -s TERM -k 90 "$SECONDS_" "$PY" -m speechlab train "$PAPER" "$MODEL" --scale "$SCALE" \
+timeout --foreground -s TERM -k 90 "$SECONDS_" "$PY" -m speechlab train "$PAPER" "$MODEL" --scale "$SCALE" \
   --out "$RUN" --corpus "$RUN/corpus" --device "$DEVICE" "$@" > "$DEST/train.log" 2>&1
 rc=$?
 tail -5 "$DEST/train.log"
