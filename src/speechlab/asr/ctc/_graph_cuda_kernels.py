@@ -16,22 +16,9 @@ import math
 from numba import cuda
 from numba.core.errors import NumbaPerformanceWarning  # noqa: F401  (the launcher's filter)
 
+from speechlab.nn.cuda_logmath import log_add
+
 NEG_INF = -math.inf
-
-
-@cuda.jit(device=True)
-def log_add(x, y):
-    if x != x or y != y:  # NaN stays NaN
-        return math.nan
-    if x == NEG_INF:
-        return y
-    if y == NEG_INF:
-        return x
-    if x == -NEG_INF or y == -NEG_INF:
-        return -NEG_INF
-    if x > y:
-        return x + math.log1p(math.exp(y - x))
-    return y + math.log1p(math.exp(x - y))
 
 
 @cuda.jit(device=True)
@@ -42,16 +29,19 @@ def plus(score, emission):
     return score + emission
 
 
+@cuda.jit(device=True)
+def node_range(g, lo_a, eps_a, hi_a):
+    """Graph g's nodes: the first, the first epsilon one, one past the last."""
+    return lo_a[g], eps_a[g], hi_a[g]
+
+
 @cuda.jit
 def forward(log_probs, frames, which, column, in_ptr, in_src, final, start, lo_a, eps_a,
             hi_a, alpha, log_z):
     """alpha[b, t, i] for node lo + i after t frames (t = 0..T_b); log_z[b] over the final
     nodes after the last frame."""
     b = cuda.blockIdx.x
-    g = which[b]
-    lo = lo_a[g]
-    eps = eps_a[g]
-    hi = hi_a[g]
+    lo, eps, hi = node_range(which[b], lo_a, eps_a, hi_a)
     n_t = frames[b]
     step = cuda.blockDim.x
     for t in range(n_t + 1):
@@ -59,7 +49,7 @@ def forward(log_probs, frames, which, column, in_ptr, in_src, final, start, lo_a
         i = lo + cuda.threadIdx.x
         while i < eps:
             if t == 0:
-                value = 0.0 if i == start[g] else NEG_INF
+                value = 0.0 if i == start[which[b]] else NEG_INF
             else:
                 total = NEG_INF
                 for a in range(in_ptr[i], in_ptr[i + 1]):
@@ -92,10 +82,7 @@ def backward(log_probs, frames, which, column, out_ptr, out_dst, final, lo_a, ep
     occupancy of each emitting node, exp(alpha + beta - log Z), added into
     ``grad[b, t - 1, column]`` (nothing where log Z is not finite)."""
     b = cuda.blockIdx.x
-    g = which[b]
-    lo = lo_a[g]
-    eps = eps_a[g]
-    hi = hi_a[g]
+    lo, eps, hi = node_range(which[b], lo_a, eps_a, hi_a)
     n_t = frames[b]
     z = log_z[b]
     if not (z == z and z != NEG_INF and z != -NEG_INF):

@@ -11,20 +11,9 @@ import math
 from numba import cuda
 from numba.core.errors import NumbaPerformanceWarning  # noqa: F401  (the launcher's filter)
 
+from speechlab.nn.cuda_logmath import log_add
+
 NEG_INF = -math.inf
-
-
-@cuda.jit(device=True)
-def log_add(x, y):
-    if x != x or y != y:  # NaN stays NaN, as in the other two paths
-        return math.nan
-    if x == NEG_INF:
-        return y
-    if y == NEG_INF:
-        return x
-    if x > y:
-        return x + math.log1p(math.exp(y - x))
-    return y + math.log1p(math.exp(x - y))
 
 
 @cuda.jit
