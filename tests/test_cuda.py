@@ -41,9 +41,17 @@ class Joiner(torch.nn.Module):
 def test_the_losses_run_as_cuda_kernels_on_an_nvidia_gpu():
     """numba's CUDA target builds speechlab's kernels here; else every step of an RNN-T or a
     graph loss falls back to the PyTorch-ops recursions, launch-bound on a GPU (docs/gpu.md)."""
-    from speechlab.devices import use_cuda_kernels
+    from speechlab import devices
 
-    assert use_cuda_kernels(torch.zeros(1, device=CUDA)), "numba cannot build CUDA kernels here"
+    assert devices.use_cuda_kernels(torch.zeros(1, device=CUDA)), "numba sees no CUDA here"
+    logits = torch.randn(2, 5, 4, 6, device=CUDA, requires_grad=True)
+    rnnt_loss(logits, torch.tensor([[1, 2, 3], [2, 3, 0]], device=CUDA),
+              torch.tensor([5, 4], device=CUDA), torch.tensor([3, 2], device=CUDA)).backward()
+    log_probs = torch.randn(2, 8, 7, device=CUDA).log_softmax(-1).requires_grad_()
+    graph_loss(log_probs, torch.tensor([8, 6], device=CUDA),
+               torch.tensor([[1, 2], [3, 1]], device=CUDA), torch.tensor([2, 2], device=CUDA),
+               topology="S2-T1").sum().backward()
+    assert devices._kernels_failure is None, devices._kernels_failure  # built and launched
 
 
 @pytest.mark.parametrize("path", ["kernels", "torch ops"])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -200,11 +201,26 @@ def use_device_code(x: torch.Tensor) -> bool:
 
 def use_cuda_kernels(x: torch.Tensor) -> bool:
     """True when a recursion over ``x`` should run as the project's CUDA kernels: ``x`` is on
-    a CUDA device, numba's CUDA target works here (numba-cuda, a driver), and
+    a CUDA device, numba's CUDA target works here (numba-cuda, a driver), no kernel has failed
+    to build or launch in this process (:func:`cuda_kernels_failed`), and
     ``SPEECHLAB_CUDA_KERNELS=0`` does not turn them off."""
     if x.device.type != "cuda" or os.environ.get(CUDA_KERNELS_ENV, "1") == "0":
         return False
-    return _numba_cuda_works()
+    return _kernels_failure is None and _numba_cuda_works()
+
+
+_kernels_failure: str | None = None
+
+
+def cuda_kernels_failed(error: BaseException) -> None:
+    """A kernel could not be built or launched (numba without the CUDA toolkit's compiler,
+    say): say so once, and take the PyTorch-ops path from now on in this process."""
+    global _kernels_failure
+    if _kernels_failure is None:
+        _kernels_failure = f"{type(error).__name__}: {error}"
+        logging.getLogger(__name__).warning(
+            "the CUDA kernels failed (%s); the losses take the slower PyTorch-ops path from "
+            "now on", _kernels_failure)
 
 
 @functools.cache

@@ -88,3 +88,47 @@ def test_the_kernels_stay_off_on_the_cpu_and_when_turned_off(monkeypatch):
     assert not devices.use_cuda_kernels(torch.zeros(2, device="meta"))
     monkeypatch.setenv(devices.CUDA_KERNELS_ENV, "0")
     assert not devices.use_cuda_kernels(torch.zeros(2))
+
+
+@pytest.mark.parametrize("family", ["rnnt", "graph"])
+def test_a_kernel_that_cannot_be_built_falls_back_once_with_a_warning(family, monkeypatch,
+                                                                       caplog):
+    """numba may see a GPU and still fail to compile (no NVVM in the image): the loss takes the
+    PyTorch-ops path, says so once, and does not try the kernels again in this process."""
+    import torch
+
+    from speechlab import devices
+    from speechlab.asr.ctc import _graph_cuda
+    from speechlab.asr.ctc import loss as graph_loss_module
+    from speechlab.asr.ctc.loss import graph_loss
+    from speechlab.asr.rnnt import _loss_cuda
+    from speechlab.asr.rnnt import loss as rnnt_loss_module
+    from speechlab.asr.rnnt.loss import rnnt_loss
+
+    monkeypatch.setattr(devices, "_kernels_failure", None)
+    tried = []
+
+    def broken(*args, **kwargs):
+        tried.append(1)
+        raise RuntimeError("libNVVM cannot be found")
+
+    module, kernel = ((rnnt_loss_module, _loss_cuda) if family == "rnnt"
+                      else (graph_loss_module, _graph_cuda))
+    monkeypatch.setattr(module, "use_cuda_kernels", lambda x: devices._kernels_failure is None)
+    monkeypatch.setattr(kernel, "lattice" if family == "rnnt" else "total_scores", broken)
+    gen = torch.Generator().manual_seed(0)
+    costs = []
+    with devices.device_code():
+        for _ in range(2):
+            if family == "rnnt":
+                logits = torch.randn(2, 5, 4, 6, generator=gen)
+                cost = rnnt_loss(logits, torch.tensor([[1, 2, 3], [2, 3, 0]]),
+                                 torch.tensor([5, 4]), torch.tensor([3, 2]))
+            else:
+                log_probs = torch.randn(2, 8, 7, generator=gen).log_softmax(-1)
+                cost = graph_loss(log_probs, torch.tensor([8, 6]), torch.tensor([[1, 2], [3, 1]]),
+                                  torch.tensor([2, 2]), topology="S2-T1").sum()
+            costs.append(float(cost))
+    assert len(tried) == 1 and all(c == c and abs(c) != float("inf") for c in costs)
+    assert "libNVVM cannot be found" in devices._kernels_failure
+    assert sum("CUDA kernels failed" in r.message for r in caplog.records) == 1

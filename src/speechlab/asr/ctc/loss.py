@@ -26,7 +26,7 @@ from torch.autograd.function import once_differentiable
 from speechlab.asr.ctc import _graph_cuda, _graph_torch, loss_graphs
 from speechlab.asr.ctc._graph_numba import log_total_score, scaled_total_score
 from speechlab.asr.ctc.topology import Arcs, Topology, get
-from speechlab.devices import HALF, use_cuda_kernels, use_device_code
+from speechlab.devices import HALF, cuda_kernels_failed, use_cuda_kernels, use_device_code
 from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths
@@ -252,6 +252,22 @@ def _ctc_numerator(x: Tensor, lengths: Tensor, targets: Tensor, target_lengths: 
     return -nll.detach().double(), occ
 
 
+def _graph_scores(x: Tensor, lengths: Tensor, graph: loss_graphs.GraphBatch, which: np.ndarray,
+                  need_grad: bool, shared: bool = False) -> tuple[Tensor, Tensor | None]:
+    """log TotalScore per utterance over utterance b's graph ``which[b]``, and the occupancies,
+    where x is: CUDA kernels on an NVIDIA GPU where numba can build them (:mod:`._graph_cuda`),
+    else the PyTorch-ops recursion (:mod:`._graph_torch`). ``shared``: one graph for every
+    utterance (the denominator), kept on the device between calls."""
+    if use_cuda_kernels(x):
+        try:
+            return _graph_cuda.total_scores(x, lengths, graph, which, need_grad, shared=shared)
+        except Exception as e:  # built or launched nowhere: numba's own errors, of many kinds
+            cuda_kernels_failed(e)
+    expanded = (_expanded_denominator(graph, len(which), x.device) if shared
+                else _graph_torch.expand(graph, which, x.device))
+    return _graph_torch.total_scores(x, lengths, expanded, need_grad)
+
+
 def _device_scores(x: Tensor, frames: np.ndarray,
                    numerator: loss_graphs.GraphBatch | tuple[Tensor, Tensor],
                    denominator: loss_graphs.GraphBatch | None, factorises: bool,
@@ -265,12 +281,8 @@ def _device_scores(x: Tensor, frames: np.ndarray,
     lengths = torch.as_tensor(frames, dtype=torch.int64).to(device)
     if isinstance(numerator, tuple):
         log_num, occ_num = _ctc_numerator(x, lengths, *numerator, blank, need_grad)
-    elif use_cuda_kernels(x):
-        log_num, occ_num = _graph_cuda.total_scores(x, lengths, numerator, np.arange(batch),
-                                                    need_grad)
     else:
-        num_graphs = _graph_torch.expand(numerator, np.arange(batch), device)
-        log_num, occ_num = _graph_torch.total_scores(x, lengths, num_graphs, need_grad)
+        log_num, occ_num = _graph_scores(x, lengths, numerator, np.arange(batch), need_grad)
     unreadable = torch.isnan(log_num) | torch.isposinf(log_num)
     feasible = torch.isfinite(log_num)
     log_den = torch.zeros_like(log_num)
@@ -283,12 +295,10 @@ def _device_scores(x: Tensor, frames: np.ndarray,
             log_den = torch.where(valid, torch.logsumexp(lp, -1), 0.0).sum(1)
             if need_grad:
                 occ_den = torch.where(valid[..., None], torch.softmax(lp, -1), 0.0)
-        elif use_cuda_kernels(x):
-            log_den, occ_den = _graph_cuda.total_scores(
-                x, lengths, denominator, np.zeros(batch, dtype=np.int64), need_grad, shared=True)
         else:
-            den_graphs = _expanded_denominator(denominator, batch, device)
-            log_den, occ_den = _graph_torch.total_scores(x, lengths, den_graphs, need_grad)
+            log_den, occ_den = _graph_scores(x, lengths, denominator,
+                                             np.zeros(batch, dtype=np.int64), need_grad,
+                                             shared=True)
         unreadable |= feasible & (torch.isnan(log_den) | torch.isposinf(log_den))
     if bool(unreadable.any()):
         _raise_unreadable(int(unreadable.nonzero()[0, 0]))

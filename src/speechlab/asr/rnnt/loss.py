@@ -52,7 +52,7 @@ from torch.utils.checkpoint import checkpoint
 
 from speechlab.asr.rnnt import _loss_cuda, _loss_torch
 from speechlab.asr.rnnt._loss_numba import forward_backward
-from speechlab.devices import HALF, use_cuda_kernels, use_device_code
+from speechlab.devices import HALF, cuda_kernels_failed, use_cuda_kernels, use_device_code
 from speechlab.devices import full_precision as _full
 from speechlab.errors import ConfigError, DataError
 from speechlab.nn.mask import checked_lengths, lengths_to_mask
@@ -395,7 +395,10 @@ def _device_lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: 
     """The device path's lattice: CUDA kernels on an NVIDIA GPU where numba can build them
     (:mod:`._loss_cuda`), else the recursion in PyTorch ops (:mod:`._loss_torch`)."""
     if use_cuda_kernels(blank_lp):
-        return _loss_cuda.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
+        try:
+            return _loss_cuda.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
+        except Exception as e:  # built or launched nowhere: numba's own errors, of many kinds
+            cuda_kernels_failed(e)
     return _loss_torch.lattice(blank_lp, label_lp, frames, labels, need_occupancy)
 
 
