@@ -19,7 +19,6 @@ Shape legend: B batch, T frames, V tokens, N nodes of the largest graph used.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ import torch
 
 from speechlab.asr.ctc.loss_graphs import GraphBatch
 from speechlab.devices import cuda_threads
+from speechlab.nn.cuda_launch import on_torch_stream, quiet_launches
 
 Tensor = torch.Tensor
 #: Shared graphs kept on the device: (id, device) -> (the graph, its device arrays).
@@ -54,9 +54,7 @@ def _launch(log_probs: Any, frames: Any, which: Any, arrays: tuple[Any, ...], al
     """Run the kernels on device arrays; ``beta`` None: the scores alone."""
     k = kernels()
     column, in_ptr, in_src, out_ptr, out_dst, final, start, lo, eps, hi = arrays
-    with warnings.catch_warnings():
-        # a block per utterance is few blocks for a GPU, by design: numba says so each time
-        warnings.simplefilter("ignore", k.NumbaPerformanceWarning)
+    with quiet_launches():
         k.forward[batch, threads, stream](log_probs, frames, which, column, in_ptr, in_src,
                                           final, start, lo, eps, hi, alpha, log_z)
         if beta is not None:
@@ -82,8 +80,6 @@ def total_scores(log_probs: Tensor, frames: Tensor, graph: GraphBatch, which: np
         need_grad: also return the occupancies.
         shared: keep the graph's device copy for later calls (a denominator).
     """
-    from numba import cuda
-
     device = log_probs.device
     batch, max_frames, vocab = log_probs.shape
     nodes = _largest(graph, which)
@@ -97,13 +93,7 @@ def total_scores(log_probs: Tensor, frames: Tensor, graph: GraphBatch, which: np
         beta = torch.empty((batch, 2, nodes), dtype=torch.float64, device=device)
         grad = torch.zeros((batch, max_frames, vocab), dtype=torch.float64, device=device)
 
-    def view(t: Tensor | None) -> Any:
-        # sync=False: the kernels go on PyTorch's own stream, which orders them already
-        return None if t is None else cuda.as_cuda_array(t, sync=False)
-
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    with cuda.gpus[index]:
-        stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+    with on_torch_stream(device) as (view, stream):
         key = (id(graph), str(device))
         hit = _on_device.get(key) if shared else None
         if hit is None or hit[0] is not graph:

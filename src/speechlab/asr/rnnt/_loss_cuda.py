@@ -20,13 +20,13 @@ Shape legend: B batch, T frames, P = U + 1 label positions.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any
 
 import numpy as np
 import torch
 
 from speechlab.devices import cuda_threads
+from speechlab.nn.cuda_launch import on_torch_stream, quiet_launches
 
 Tensor = torch.Tensor
 
@@ -47,9 +47,7 @@ def _launch(blank: Any, label: Any, frames: Any, labels: Any, alpha: Any, beta: 
     k = kernels()
     batch, frames_max, positions = shape
     threads = threads or cuda_threads(positions)
-    with warnings.catch_warnings():
-        # a block per utterance is few blocks for a GPU, by design: numba says so each time
-        warnings.simplefilter("ignore", k.NumbaPerformanceWarning)
+    with quiet_launches():
         k.forward[batch, threads, stream](blank, label, frames, labels, alpha, cost)
         if beta is None:
             return
@@ -64,8 +62,6 @@ def lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: Tensor,
             need_occupancy: bool) -> tuple[Tensor, Tensor | None, Tensor | None]:
     """:func:`speechlab.asr.rnnt._loss_torch.lattice` for CUDA tensors: the same arguments
     and results (cost (B,) float64, occupancies (B, T, U+1) float64 or None)."""
-    from numba import cuda
-
     device = blank_lp.device
     shape = tuple(blank_lp.shape)
     blank64 = blank_lp.detach().to(torch.float64).contiguous()
@@ -79,12 +75,7 @@ def lattice(blank_lp: Tensor, label_lp: Tensor, frames: Tensor, labels: Tensor,
         occ_blank = torch.empty(shape, dtype=torch.float64, device=device)
         occ_label = torch.empty(shape, dtype=torch.float64, device=device)
 
-    def view(t: Tensor | None) -> Any:
-        # sync=False: the kernels go on PyTorch's own stream, which orders them already
-        return None if t is None else cuda.as_cuda_array(t, sync=False)
-
-    with cuda.gpus[device.index if device.index is not None else torch.cuda.current_device()]:
-        stream = cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+    with on_torch_stream(device) as (view, stream):
         _launch(view(blank64), view(label64), view(frames64), view(labels64), view(alpha),
                 view(beta), view(cost), view(occ_blank), view(occ_label), shape, stream)  # type: ignore[arg-type]
     return cost, occ_blank, occ_label

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning  # noqa: F401  (the launcher's filter)
 
 from speechlab.nn.cuda_logmath import log_add
 
