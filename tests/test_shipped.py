@@ -197,3 +197,25 @@ def test_ship_measures_a_synthesizer_on_the_test_split(tmp_path, monkeypatch):
     readme = (tmp_path / "models" / "en_salad" / "README.md").read_text()
     assert "| test MCD [dB] |" in readme and "mel-cepstral distortion" in readme
     assert "confidence" not in readme
+
+
+def test_serve_lists_the_shipped_models_in_the_order_file_s_order(tmp_path, monkeypatch,
+                                                                    capsys):
+    import shutil
+
+    from speechlab.serve.commands import model_paths
+    from speechlab.shipped import ORDER_FILE, serve_order
+
+    ctc_package(tmp_path / "a_model")
+    for name in ("b_model", "c_model"):
+        shutil.copytree(tmp_path / "a_model", tmp_path / name)
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path))
+    # no order file: by name
+    assert [p.name for p in serve_order()] == ["a_model", "b_model", "c_model"]
+    (tmp_path / ORDER_FILE).write_text("# the page's default first\nc_model\n\ngone_model  # "
+                                       "not shipped\nc_model\n")
+    assert [p.name for p in serve_order()] == ["c_model", "a_model", "b_model"]
+    assert "'gone_model', which is not a shipped model" in capsys.readouterr().err
+    assert [p.name for p in model_paths([], None)] == ["c_model", "a_model", "b_model"]
+    # given paths are served as given
+    assert model_paths([tmp_path / "b_model"], None) == [tmp_path / "b_model"]

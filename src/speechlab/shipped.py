@@ -39,6 +39,32 @@ def shipped() -> dict[str, Path]:
     return {p.name: p for p in sorted(root.iterdir()) if p.is_dir() and is_package(p)}
 
 
+ORDER_FILE = "serve-order.txt"
+
+
+def serve_order() -> list[Path]:
+    """The shipped models in the order ``speechlab serve`` (with no PATH) lists them, the first
+    being its page's default: the names in ``models/serve-order.txt`` (one per line; ``#``
+    starts a comment) that are shipped, in that order, then the others by name. A name listed
+    but not shipped is skipped with a note on stderr."""
+    import sys
+
+    ships = shipped()
+    order_file = models_dir() / ORDER_FILE
+    listed: list[str] = []
+    if order_file.is_file():
+        for line in order_file.read_text(encoding="utf-8").splitlines():
+            name = line.split("#", 1)[0].strip()
+            if not name or name in listed:
+                continue
+            if name in ships:
+                listed.append(name)
+            else:
+                print(f"note: {order_file} names {name!r}, which is not a shipped model; "
+                      "skipped", file=sys.stderr, flush=True)
+    return [ships[n] for n in listed] + [p for n, p in ships.items() if n not in listed]
+
+
 def resolve(model: str | Path) -> Path:
     """``model`` as a path: the shipped model of that name if it names one and is not a path
     that exists, else ``model`` itself (whose absence the loader reports)."""

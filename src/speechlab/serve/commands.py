@@ -109,16 +109,17 @@ def bind(host: str, port: int) -> socket.socket:
 
 def model_paths(paths: list[Path], demo: Path | None) -> list[Path]:
     """``paths``; with none, the models of the ``make demo`` run under ``demo`` if it is given,
-    else the shipped models (:mod:`speechlab.shipped`), else those of ``exp/demo``."""
+    else the shipped models (:mod:`speechlab.shipped`, in :func:`~speechlab.shipped.serve_order`:
+    the first is the page's default), else those of ``exp/demo``."""
     from speechlab.serve.models import DEMO_MODELS, demo_paths
-    from speechlab.shipped import models_dir, shipped
+    from speechlab.shipped import models_dir, serve_order
 
     if paths:
         return paths
     if demo is None:
-        ships = shipped()
+        ships = serve_order()
         if ships:
-            return list(ships.values())
+            return ships
         print(f"note: no shipped models in {models_dir()}; serving those of `make demo` in "
               f"{DEFAULT_DEMO}", flush=True)
         demo = DEFAULT_DEMO
