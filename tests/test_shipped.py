@@ -128,6 +128,26 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert next(lean.model.parameters()).dtype == next(full.model.parameters()).dtype
     readme = (ships / "en_ctc" / "README.md").read_text()
     assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
+    assert isinstance(card.made_by["step"], int) and "unfinished" not in card.made_by
+    # a run still training (no results.json yet): the command and commit come from the
+    # invocations the run recorded, and the card says it had not finished
+    from speechlab.report.results import INVOCATIONS_NAME, read_invocations
+
+    calls = read_invocations(run)
+    assert len(calls) == 1 and calls[0]["command"] == card.made_by["command"]
+    with open(run / INVOCATIONS_NAME, "a") as f:
+        f.write('{"command": "cut sh')  # a line cut short by a kill is skipped
+    (run / "results.json").rename(run / "results.json.away")
+    elsewhere = tmp_path / "early"
+    assert main(["models", "ship", model, "--name", "en_ctc_early", "--corpus", str(corpus),
+                 "--to", str(elsewhere)]) == 0
+    (run / "results.json.away").rename(run / "results.json")
+    early = read_card(elsewhere / "en_ctc_early").made_by
+    assert early["unfinished"] is True and early["invocations"] == calls
+    assert (early["command"], early["git_commit"]) == (calls[0]["command"], calls[0]["git_commit"])
+    assert early["step"] == card.made_by["step"]
+    readme = (elsewhere / "en_ctc_early" / "README.md").read_text()
+    assert "had not finished" in readme and f"(update {early['step']})" in readme
     assert f"fitted on {fitted['words']} words of the run corpus's dev split" in readme
     capsys.readouterr()
     assert main(["models"]) == 0 and "en_ctc" in capsys.readouterr().out

@@ -282,11 +282,27 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             made_by["run"] = str(run)
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             pass  # a run without readable results still exports its model
+    elif run is not None:
+        # A run still training: the commands and commits that started and resumed it.
+        from speechlab.report.results import read_invocations
+
+        calls = read_invocations(run)
+        if calls:
+            made_by["command"] = calls[-1]["command"]
+            made_by["git_commit"] = calls[-1]["git_commit"]
+            made_by["run"] = str(run)
+            made_by["unfinished"] = True
+            made_by["invocations"] = calls
     if source.is_dir() and not is_package(source):
         from speechlab.train.card import best_or_latest
+        from speechlab.train.checkpoint import load_checkpoint
 
         try:
-            made_by["checkpoint"] = best_or_latest(source).name
+            chosen = best_or_latest(source)
+            made_by["checkpoint"] = chosen.name
+            step = load_checkpoint(chosen).get("step")
+            if isinstance(step, int):
+                made_by["step"] = step
         except DataError:
             pass
     from dataclasses import replace

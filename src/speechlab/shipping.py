@@ -144,7 +144,17 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              f"- command: `{made.get('command') or 'unknown'}`",
              f"- commit: `{made.get('git_commit') or 'unknown'}`",
              f"- run: `{made.get('run') or made.get('source', 'unknown')}`, checkpoint "
-             f"`{made.get('checkpoint', '-')}`"]
+             f"`{made.get('checkpoint', '-')}`"
+             + (f" (update {made['step']})" if isinstance(made.get("step"), int) else "")]
+    if made.get("unfinished"):
+        commits = list(dict.fromkeys(str(c.get("git_commit") or "unknown")[:7]
+                                     for c in made.get("invocations") or []))
+        which = ("its best so far on the dev split" if made.get("checkpoint") == "best.pt"
+                 else "its newest")
+        lines += [f"- the run had not finished when this model was shipped: the checkpoint is "
+                  f"{which}, and the command resumes the run; the command and commit above are "
+                  "those of its last start, and the starts recorded in the run used commit(s) "
+                  f"{', '.join(f'`{c}`' for c in commits)}"]
     if made.get("word_lm"):
         lm = made["word_lm"]
         lines += [f"- word LM: not the run's but `{lm.get('file')}` (SHA-256 "

@@ -34,7 +34,7 @@ from speechlab.experiment.recipes import load_recipe
 from speechlab.experiment.reproduction import Reproduction, Run
 from speechlab.experiment.scheduler import Work, run_jobs
 from speechlab.processes import seed_everything
-from speechlab.report.results import collect_meta
+from speechlab.report.results import collect_meta, record_invocation
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +154,7 @@ def run_reproductions(runs: Sequence[Run], jobs: int = 1) -> list[RunSummary]:
         # Preparation checks the corpus before it writes anything into the run directory.
         _DATA[run.paper.name] = run.paper.prepare(run.cfg, run.out, run.corpus, write=True)
         save_config(run.cfg, run.out / CONFIG_NAME)
+        record_invocation(run.out)  # which command and code (re)started the run
         own_seconds[run.paper.name] += time.time() - t0
         for job in run.paper.plan(run.cfg):
             # A model and its decoding may share a name: the key says which job it is.

@@ -312,3 +312,36 @@ def collect_meta(started: float | None = None, argv: list[str] | None = None) ->
         meta["wall_time_s"] = round(time.time() - started, 3)
     return meta
 
+
+
+# A run's invocations: every `speechlab reproduce` that started or resumed a run directory
+# appends its command line and commit here, so that a model taken from a run that has not
+# finished (no results.json yet) can still say which command and code trained it.
+INVOCATIONS_NAME = "invocations.jsonl"
+_INVOCATION_KEYS = ("command", "git_commit", "git_dirty", "date_utc")
+
+
+def record_invocation(run_dir: str | Path, argv: list[str] | None = None) -> None:
+    """Append this process's command line, commit and date to ``run_dir``'s
+    :data:`INVOCATIONS_NAME` (one JSON line, written whole)."""
+    meta = collect_meta(argv=argv)
+    line = json.dumps({k: meta.get(k) for k in _INVOCATION_KEYS}, ensure_ascii=False) + "\n"
+    with open(Path(run_dir) / INVOCATIONS_NAME, "a", encoding="utf-8") as f:
+        f.write(line)
+
+
+def read_invocations(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The invocations :func:`record_invocation` recorded in ``run_dir``, oldest first; lines
+    that are not a JSON object (a write cut short) are skipped."""
+    path = Path(run_dir) / INVOCATIONS_NAME
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict):
+            out.append({k: item.get(k) for k in _INVOCATION_KEYS})
+    return out
