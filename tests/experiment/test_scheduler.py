@@ -125,3 +125,22 @@ def test_bad_plans_are_refused_before_anything_runs(items, message):
     assert ran == []
     with pytest.raises(ConfigError, match="workers must be >= 1"):
         run_jobs([], ran.append, workers=0)
+
+
+def _stopped(_payload):
+    raise KeyboardInterrupt("stopped at a checkpoint")
+
+
+@pytest.mark.parametrize("execute", [lambda payload: payload * 2, _stopped])
+def test_a_worker_whose_run_has_gone_ends_without_a_traceback(execute, capsys):
+    """The run's process is killed; its worker finishes (or stops) its item and finds the pipe
+    closed: it ends quietly rather than printing a BrokenPipeError."""
+    from multiprocessing import Pipe
+
+    from speechlab.experiment.scheduler import _worker_main
+
+    ours, theirs = Pipe()
+    ours.send(21)
+    ours.close()  # the run's end of the pipe is gone
+    _worker_main(theirs, execute, None, (), os.getpid())  # returns; raises nothing
+    assert "Traceback" not in capsys.readouterr().err

@@ -71,9 +71,15 @@ def _worker_main(conn, execute: Callable[[Any], Any], setup: Callable[..., None]
             value = execute(item)
         except BaseException as e:
             log.debug("item failed:\n%s", traceback.format_exc())
-            conn.send(("done", False, _portable(e)))
+            answer = ("done", False, _portable(e))
         else:
-            conn.send(("done", True, value))
+            answer = ("done", True, value)
+        try:
+            conn.send(answer)
+        except (BrokenPipeError, ConnectionResetError):
+            # The run's process has gone (killed or stopped; exit_with_parent then stopped
+            # this item, a training at a checkpoint): nobody is left to answer.
+            return
 
 
 def _portable(e: BaseException) -> BaseException:
