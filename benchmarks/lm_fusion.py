@@ -6,7 +6,8 @@ then WER[%] on the ``test`` split (and ``unseen`` where the corpus has it) witho
 with the chosen pair, the language given, through the package as a user loads it::
 
     python benchmarks/lm_fusion.py PKG --corpus exp/shipped-multisoftmax/corpus \\
-        [--order 4] [--grid 0.2:0.5,0.2:1,0.3:1,0.3:1.5,0.4:1.5] [--utterances 0] [--json OUT]
+        [--order 4] [--grid 0.2:0.5,0.2:1,0.3:1,0.3:1.5,0.4:1.5] [--utterances 0]
+        [--languages en,hi] [--json OUT]
 
 It says how many test sentences the LM's texts hold (none, for a corpus whose splits keep
 sentences apart), so that a gain is not a memorised sentence.
@@ -73,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", default=GRID, help=f"WEIGHT:BONUS pairs tried on dev ({GRID})")
     ap.add_argument("--utterances", type=int, default=0,
                     help="per language and split (0: all)")
+    ap.add_argument("--languages", default="",
+                    help="comma-separated: only these of the model's languages (default: all)")
     ap.add_argument("--json", type=Path, default=None, help="write the figures here too")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -84,10 +87,16 @@ def main(argv: list[str] | None = None) -> int:
     if "lm_fusion" not in model.capabilities:
         print(f"{args.model}: {model.title} takes no token LM", file=sys.stderr)
         return 2
+    wanted = [x for x in args.languages.split(",") if x] or list(model.languages)
+    unknown = sorted(set(wanted) - set(model.languages))
+    if unknown:
+        print(f"--languages: {args.model} has no {', '.join(unknown)} (it has "
+              f"{', '.join(model.languages)})", file=sys.stderr)
+        return 2
     results: dict[str, dict] = {}
     print(f"{args.model}: shallow fusion of a {args.order}-gram token LM of the train texts; "
           f"weight and bonus chosen on dev from {args.grid}; WER[%], the language given")
-    for lang in model.languages:
+    for lang in wanted:
         train = _cuts(args.corpus, "train", lang, 0)
         texts = [c.supervisions[0].text for c in train]
         lm, skipped = token_lm(model.tokenizers[lang], texts, args.order)
