@@ -148,6 +148,13 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert early["step"] == card.made_by["step"]
     readme = (elsewhere / "en_ctc_early" / "README.md").read_text()
     assert "had not finished" in readme and f"(update {early['step']})" in readme
+    assert "written before the first of them" not in readme  # trained after its start
+    # a run older than its record: its checkpoint predates the first recorded start
+    from speechlab.shipping import _before_first_start
+
+    later = dict(early, invocations=[dict(calls[0], date_utc="2999-01-01T00:00:00+00:00")])
+    assert _before_first_start(later) and not _before_first_start(early)
+    assert not _before_first_start(dict(early, invocations=[]))
     assert f"fitted on {fitted['words']} words of the run corpus's dev split" in readme
     capsys.readouterr()
     assert main(["models"]) == 0 and "en_ctc" in capsys.readouterr().out

@@ -300,6 +300,7 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         try:
             chosen = best_or_latest(source)
             made_by["checkpoint"] = chosen.name
+            made_by["checkpoint_utc"] = _utc(chosen.stat().st_mtime)
             step = load_checkpoint(chosen).get("step")
             if isinstance(step, int):
                 made_by["step"] = step
@@ -309,6 +310,13 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
 
     card = replace(card, results=results or card.results, made_by={**card.made_by, **made_by})
     return write_package(out, card, weights, files, overwrite=overwrite)
+
+
+def _utc(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).isoformat(
+        timespec="seconds")
 
 
 # ---------------------------------------------------------------------------------------------

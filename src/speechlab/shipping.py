@@ -133,6 +133,19 @@ def _confidence_map(model: Any, corpus: Path, utterances: int) -> Any:
     return fitted
 
 
+def _before_first_start(made: dict[str, Any]) -> bool:
+    """Whether the shipped checkpoint was written before the run's first recorded start."""
+    import datetime
+
+    starts = [c.get("date_utc") for c in made.get("invocations") or []]
+    try:
+        written = datetime.datetime.fromisoformat(str(made.get("checkpoint_utc")))
+        first = datetime.datetime.fromisoformat(str(starts[0]))
+    except (IndexError, ValueError):
+        return False
+    return written < first
+
+
 def _readme(name: str, card: Any, size_mb: float) -> str:
     made = card.made_by or {}
     figs = (card.results or {}).get("shipped") or {}
@@ -154,7 +167,9 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
         lines += [f"- the run had not finished when this model was shipped: the checkpoint is "
                   f"{which}, and the command resumes the run; the command and commit above are "
                   "those of its last start, and the starts recorded in the run used commit(s) "
-                  f"{', '.join(f'`{c}`' for c in commits)}"]
+                  f"{', '.join(f'`{c}`' for c in commits)}"
+                  + ("; the checkpoint was written before the first of them (the run is older "
+                     "than its record)" if _before_first_start(made) else "")]
     if made.get("word_lm"):
         lm = made["word_lm"]
         lines += [f"- word LM: not the run's but `{lm.get('file')}` (SHA-256 "
