@@ -12,6 +12,7 @@ import pytest
 
 from speechlab.cli import main
 from speechlab.report import Results
+from speechlab.report.results import read_invocations
 from speechlab.testing.corpus import tiny_corpus
 from speechlab.train.checkpoint import load_checkpoint
 from speechlab.train.log import read_log
@@ -52,6 +53,10 @@ def test_two_processes_train_resume_and_leave_a_reproduce_directory(tmp_path, co
 
     second = _torchrun(out, corpus, steps=4)
     assert "resuming from" in second.stderr and "at update 2" in second.stderr
+    # each start is recorded once (rank 0), so a model shipped from the run names its command
+    calls = read_invocations(out)
+    assert len(calls) == 2 and all(" train multisoftmax multisoftmax " in c["command"]
+                                   for c in calls)
     steps = [r["step"] for r in read_log(model_dir / "log.jsonl") if r["kind"] == "train"]
     assert steps == [2, 4]  # ci logs every 2 updates; nothing logged twice after the resume
 

@@ -247,6 +247,7 @@ def train_one(run: Run, model: str) -> Path | None:
         if ctx.is_main:
             run.out.mkdir(parents=True, exist_ok=True)
             save_config(run.cfg, run.out / CONFIG_NAME)
+            record_invocation(run.out)  # a model shipped before the run ends names this
             data = run.paper.prepare(run.cfg, run.out, run.corpus, write=True)
         distributed.barrier()
         if not ctx.is_main:

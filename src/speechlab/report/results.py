@@ -313,9 +313,9 @@ def collect_meta(started: float | None = None, argv: list[str] | None = None) ->
     return meta
 
 
-# A run's invocations: every `speechlab reproduce` that started or resumed a run directory
-# appends its command line and commit here, so that a model taken from a run that has not
-# finished (no results.json yet) can still say which command and code trained it.
+# A run's invocations: every `speechlab reproduce` or `speechlab train` that started or resumed
+# a run directory appends its command line and commit here, so that a model taken from a run
+# that has not finished (no results.json yet) can still say which command and code trained it.
 INVOCATIONS_NAME = "invocations.jsonl"
 _INVOCATION_KEYS = ("command", "git_commit", "git_dirty", "date_utc")
 
