@@ -1,0 +1,105 @@
+"""The shipped English recognizers on a person's recorded speech: the only recordings of a
+person with known words on a Debian machine, alsa-utils' loudspeaker test sounds
+(``/usr/share/sounds/alsa``: a woman saying "Front Center", "Rear Left", ...), and its
+``Noise.wav``, where the right answer is no words at all.
+
+No training utterance of any speechlab model is a recording of a person (the corpus is read
+by espeak-ng and festival), so this is speech no model here has heard from a voice no model
+here has heard. The references are the files' names (``Front_Center.wav`` -> "front
+center"), nothing is copied into the repository, and the files are never used in training.
+It is small (8 two-word utterances, 16 words): it says whether a model hears a person at
+all, not how well to the point.
+
+For each model (default: every shipped model that recognizes English) it prints each
+hypothesis, the WER over the 16 words, how many words it put on the noise, and with ``--json``
+writes them all.
+
+    python benchmarks/recorded_speech.py [MODEL ...] [--dir /usr/share/sounds/alsa]
+        [--json out.json]
+
+Exit status 2 when the folder holds none of the sounds (alsa-utils is not installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+DEFAULT_DIR = Path("/usr/share/sounds/alsa")
+NOISE = "Noise.wav"
+_SPOKEN = re.compile(r"^[A-Z][a-z]+(_[A-Z][a-z]+)+\.wav$")  # Front_Center.wav
+
+
+def recordings(folder: Path) -> tuple[list[tuple[Path, str]], Path | None]:
+    """(the spoken files with their words, from the names; the noise file or None)."""
+    spoken = [(p, " ".join(p.stem.lower().split("_")))
+              for p in sorted(folder.glob("*.wav")) if _SPOKEN.match(p.name)]
+    noise = folder / NOISE
+    return spoken, (noise if noise.is_file() else None)
+
+
+def english_models() -> list[str]:
+    """The shipped models that recognize English, in ``speechlab serve``'s order."""
+    from speechlab.package import read_card
+    from speechlab.shipped import serve_order
+
+    cards = {p.name: read_card(p) for p in serve_order()}
+    return [n for n, c in cards.items() if c.kind == "asr" and "en" in c.languages]
+
+
+def measure(name: str, spoken: list[tuple[Path, str]], noise: Path | None) -> dict:
+    import speechlab
+    from speechlab.metrics import wer
+
+    model = speechlab.load(name)
+    options = {"language": "en"} if len(model.languages) > 1 else {}
+    hyps = [model.transcribe(str(p), **options).text for p, _ in spoken]
+    score = wer([r for _, r in spoken], hyps)
+    errors = score.substitutions + score.deletions + score.insertions
+    out = {"model": name, "wer": round(100 * score.wer, 1), "words": score.ref_words,
+           "errors": errors, "hypotheses": {p.name: h for (p, _), h in zip(spoken, hyps)}}
+    if noise is not None:
+        text = model.transcribe(str(noise), **options).text
+        out["noise"] = text
+        out["noise_words"] = len(text.split())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="*", help="shipped names or package paths "
+                    "(default: the shipped models that recognize English)")
+    ap.add_argument("--dir", type=Path, default=DEFAULT_DIR,
+                    help=f"where the sounds are (default: {DEFAULT_DIR}, from alsa-utils)")
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args(argv)
+    spoken, noise = recordings(args.dir)
+    if not spoken:
+        print(f"recorded_speech: no spoken test sounds (Front_Center.wav, ...) in {args.dir}; "
+              "install alsa-utils or pass --dir", file=sys.stderr)
+        return 2
+    names = args.models or english_models()
+    print(f"{len(spoken)} recordings of a person ({sum(len(r.split()) for _, r in spoken)} "
+          f"words) from {args.dir}" + (f", and {NOISE}" if noise else ""))
+    results = []
+    for name in names:
+        r = measure(name, spoken, noise)
+        results.append(r)
+        print(f"\n{name}: WER {r['wer']}% ({r['errors']} errors in {r['words']} words)"
+              + (f"; on the noise: {r['noise_words']} word(s) {r['noise']!r}" if noise else ""))
+        for (p, ref), hyp in zip(spoken, r["hypotheses"].values()):
+            print(f"  {ref:<14} -> {hyp}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
