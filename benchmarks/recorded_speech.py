@@ -15,7 +15,11 @@ hypothesis, the WER over the 16 words, how many words it put on the noise, and w
 writes them all.
 
     python benchmarks/recorded_speech.py [MODEL ...] [--dir /usr/share/sounds/alsa]
-        [--json out.json]
+        [--json out.json] [--joined person.wav]
+
+``--joined WAV`` also writes the spoken sounds as one 16 kHz mono recording, 1.5 s of silence
+between them, and beside it ``WAV.tsv`` (``WAV<TAB>words``), the ``--reference`` of
+``benchmarks/serve_fake_mic.py``: a person speaking into ``speechlab serve``'s page with pauses.
 
 Exit status 2 when the folder holds none of the sounds (alsa-utils is not installed).
 """
@@ -42,6 +46,26 @@ def recordings(folder: Path) -> tuple[list[tuple[Path, str]], Path | None]:
               for p in sorted(folder.glob("*.wav")) if _SPOKEN.match(p.name)]
     noise = folder / NOISE
     return spoken, (noise if noise.is_file() else None)
+
+
+PAUSE_S = 1.5
+
+
+def write_joined(spoken: list[tuple[Path, str]], out: Path, rate: int = 16000) -> None:
+    """The spoken sounds as one mono recording at ``rate``, :data:`PAUSE_S` of silence between
+    them, and ``out.tsv`` with its words."""
+    import numpy as np
+    import soundfile as sf
+
+    from speechlab.audio.io import load_audio, resample
+
+    gap = np.zeros(int(PAUSE_S * rate), np.float32)
+    parts: list = []
+    for p, _ in spoken:
+        samples = load_audio(p, None)
+        parts += [resample(samples, sf.info(str(p)).samplerate, rate), gap]
+    sf.write(out, np.concatenate(parts[:-1]), rate, subtype="PCM_16")
+    Path(f"{out}.tsv").write_text(f"{out}\t{' '.join(r for _, r in spoken)}\n", encoding="utf-8")
 
 
 def english_models() -> list[str]:
@@ -79,12 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR,
                     help=f"where the sounds are (default: {DEFAULT_DIR}, from alsa-utils)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--joined", type=Path, metavar="WAV", help="also write the spoken sounds "
+                    "joined with pauses (16 kHz mono) and WAV.tsv with their words")
     args = ap.parse_args(argv)
     spoken, noise = recordings(args.dir)
     if not spoken:
         print(f"recorded_speech: no spoken test sounds (Front_Center.wav, ...) in {args.dir}; "
               "install alsa-utils or pass --dir", file=sys.stderr)
         return 2
+    if args.joined:
+        write_joined(spoken, args.joined)
+        print(f"wrote {args.joined} and {args.joined}.tsv")
     names = args.models or english_models()
     print(f"{len(spoken)} recordings of a person ({sum(len(r.split()) for _, r in spoken)} "
           f"words) from {args.dir}" + (f", and {NOISE}" if noise else ""))
