@@ -12,10 +12,11 @@ all, not how well to the point.
 
 For each model (default: every shipped model that recognizes English) it prints each
 hypothesis, the WER over the 16 words, how many words it put on the noise, and with ``--json``
-writes them all.
+writes them all; ``--vad`` reads each file as ``speechlab transcribe --vad`` does (only what
+Silero VAD calls speech reaches the search).
 
     python benchmarks/recorded_speech.py [MODEL ...] [--dir /usr/share/sounds/alsa]
-        [--json out.json] [--joined person.wav]
+        [--vad] [--json out.json] [--joined person.wav]
 
 ``--joined WAV`` also writes the spoken sounds as one 16 kHz mono recording, 1.5 s of silence
 between them, and beside it ``WAV.tsv`` (``WAV<TAB>words``), the ``--reference`` of
@@ -77,19 +78,27 @@ def english_models() -> list[str]:
     return [n for n, c in cards.items() if c.kind == "asr" and "en" in c.languages]
 
 
-def measure(name: str, spoken: list[tuple[Path, str]], noise: Path | None) -> dict:
+def measure(name: str, spoken: list[tuple[Path, str]], noise: Path | None,
+            vad: bool = False) -> dict:
     import speechlab
+    from speechlab.inference import transcribe_speech
     from speechlab.metrics import wer
 
     model = speechlab.load(name)
     options = {"language": "en"} if len(model.languages) > 1 else {}
-    hyps = [model.transcribe(str(p), **options).text for p, _ in spoken]
+
+    def read(path: Path) -> str:
+        if vad:  # as `transcribe --vad`: only what Silero VAD calls speech is searched
+            return transcribe_speech(model, str(path), **options).text
+        return model.transcribe(str(path), **options).text
+
+    hyps = [read(p) for p, _ in spoken]
     score = wer([r for _, r in spoken], hyps)
     errors = score.substitutions + score.deletions + score.insertions
     out = {"model": name, "wer": round(100 * score.wer, 1), "words": score.ref_words,
            "errors": errors, "hypotheses": {p.name: h for (p, _), h in zip(spoken, hyps)}}
     if noise is not None:
-        text = model.transcribe(str(noise), **options).text
+        text = read(noise)
         out["noise"] = text
         out["noise_words"] = len(text.split())
     return out
@@ -102,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: the shipped models that recognize English)")
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR,
                     help=f"where the sounds are (default: {DEFAULT_DIR}, from alsa-utils)")
+    ap.add_argument("--vad", action="store_true", help="cut each file by voice activity "
+                    "first, as `speechlab transcribe --vad` does")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--joined", type=Path, metavar="WAV", help="also write the spoken sounds "
                     "joined with pauses (16 kHz mono) and WAV.tsv with their words")
@@ -119,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
           f"words) from {args.dir}" + (f", and {NOISE}" if noise else ""))
     results = []
     for name in names:
-        r = measure(name, spoken, noise)
+        r = measure(name, spoken, noise, args.vad)
         results.append(r)
         print(f"\n{name}: WER {r['wer']}% ({r['errors']} errors in {r['words']} words)"
               + (f"; on the noise: {r['noise_words']} word(s) {r['noise']!r}" if noise else ""))
