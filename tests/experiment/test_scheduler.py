@@ -144,3 +144,23 @@ def test_a_worker_whose_run_has_gone_ends_without_a_traceback(execute, capsys):
     ours.close()  # the run's end of the pipe is gone
     _worker_main(theirs, execute, None, (), os.getpid())  # returns; raises nothing
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_stopped_job_is_logged_as_stopped_and_a_broken_one_as_failed(tmp_path, caplog,
+                                                                        workers):
+    """A training stopped by a signal checkpoints and resumes: the log says "stopped", not
+    "failed" (an ERROR that sends a reader looking for a bug)."""
+    import logging
+
+    caplog.set_level(logging.WARNING, logger="speechlab.experiment.scheduler")
+    with pytest.raises(KeyboardInterrupt):
+        run_jobs([Work("train", "x")], _stopped, workers=workers)
+    stopped = [r for r in caplog.records if "train" in r.getMessage()]
+    assert [r.levelname for r in stopped] == ["WARNING"]
+    assert "stopped: stopped at a checkpoint" in stopped[0].getMessage()
+    caplog.clear()
+    never = str(tmp_path / "never-written")
+    with pytest.raises(SpeechlabError):
+        run_jobs([Work("bad", ("bad", never))], _fail_on, workers=workers)
+    assert [(r.levelname, "failed" in r.getMessage()) for r in caplog.records] == [("ERROR", True)]

@@ -200,6 +200,15 @@ def check_dependencies(items: Sequence[Work]) -> None:
         left = [w for w in left if w.key not in done]
 
 
+def _say_why(key: Hashable, e: BaseException) -> None:
+    """Log why job ``key`` ended early: stopped (an interrupt: a signal or Ctrl-C, after which
+    a training has checkpointed and resumes) is not failed."""
+    if isinstance(e, KeyboardInterrupt):
+        log.warning("job %s stopped: %s", key, e or "interrupted")
+    else:
+        log.error("job %s failed: %s", key, e)
+
+
 def run_jobs(items: Sequence[Work], execute: Callable[[Any], Any], *, workers: int = 1,
              setup: Callable[..., None] | None = None, setup_args: tuple = (),
              on_done: Callable[[Hashable, Any, float], None] | None = None) -> dict[Hashable, Any]:
@@ -232,8 +241,8 @@ def run_jobs(items: Sequence[Work], execute: Callable[[Any], Any], *, workers: i
             started[work.key] = time.monotonic()
             try:
                 value = execute(work.payload)
-            except BaseException:
-                log.error("job %s failed", work.key)
+            except BaseException as e:
+                _say_why(work.key, e)
                 raise
             finished(work.key, value)
         return done
@@ -247,7 +256,7 @@ def run_jobs(items: Sequence[Work], execute: Callable[[Any], Any], *, workers: i
             key, ok, value = pool.next_result()
             if not ok:
                 # Say so at once and stop the others instead of waiting for them.
-                log.error("job %s failed: %s", key, value)
+                _say_why(key, value)
                 pool.terminate()
                 raise value
             finished(key, value)
