@@ -55,6 +55,19 @@ def test_speechlab_models_lists_them(ships, monkeypatch, capsys):
     assert lines[0].startswith("| Model | Family") and lines[2].startswith("| en_tiny_ctc |")
 
 
+def test_the_table_shows_the_default_searchs_figures_first_and_counts_the_rest():
+    from speechlab.shipped import TABLE_FIGURES, _headline
+
+    figures = {"en test WER (greedy)": 9.0, "en test WER": 8.0, "en unseen WER": 40.0}
+    assert _headline(figures) == \
+        "en test WER: 8.0; en unseen WER: 40.0; en test WER (greedy): 9.0"
+    many = {f"x{i} test WER (greedy)": i for i in range(20)} | {"en test WER": 1.0}
+    cell = _headline(many).split("; ")
+    assert cell[0] == "en test WER: 1.0" and len(cell) == TABLE_FIGURES + 1
+    assert cell[-1] == f"{21 - TABLE_FIGURES} more in its README"
+    assert _headline({}) == "-"
+
+
 def test_serve_without_paths_serves_the_shipped_models(ships):
     from speechlab.testing.serve_process import serve_process
 

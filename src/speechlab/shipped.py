@@ -79,6 +79,18 @@ def _figures(card: Any) -> dict[str, Any]:
     return dict((card.results or {}).get("shipped") or {})
 
 
+TABLE_FIGURES = 8  # figures per model in the table; the card's README has them all
+
+
+def _headline(figures: dict[str, Any]) -> str:
+    """The table's cell: the default search's figures (keys without a qualifier in brackets)
+    first, then the others, at most :data:`TABLE_FIGURES`, and how many more the README has."""
+    keys = sorted(figures, key=lambda k: "(" in k)  # stable: the card's order within each
+    shown = [f"{k}: {figures[k]}" for k in keys[:TABLE_FIGURES]]
+    more = len(keys) - len(shown)
+    return "; ".join(shown + ([f"{more} more in its README"] if more else [])) or "-"
+
+
 def table_rows() -> list[list[str]]:
     """One row per shipped model: name, family, kind, languages, figures, size in MB."""
     from speechlab.package import read_card
@@ -87,7 +99,7 @@ def table_rows() -> list[list[str]]:
     for name, path in shipped().items():
         card = read_card(path)
         size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
-        figures = "; ".join(f"{k}: {v}" for k, v in _figures(card).items()) or "-"
+        figures = _headline(_figures(card))
         rows.append([name, card.family, card.kind, ", ".join(card.languages) or "-", figures,
                      f"{size:.1f}"])
     return rows
