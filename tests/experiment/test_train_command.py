@@ -133,3 +133,34 @@ def test_train_names_models_it_does_not_know_and_missing_seeds(tmp_path):
     with pytest.raises(ConfigError, match="ft_ms_hi starts from multisoftmax, which is not trained"):
         train_one(run, "ft_ms_hi")
     assert not (tmp_path / "run").exists()
+
+
+def test_decode_one_model_now_writes_its_tuned_settings_and_keeps_the_result(tmp_path, corpus,
+                                                                             capsys, caplog):
+    """`speechlab decode` on a model whose run has not finished: the acoustic weight tuned on
+    dev is written beside it (what export and `models ship` read), the WERs are printed, and a
+    second call reuses the kept decoding while the checkpoint is unchanged."""
+    import json
+    import logging
+
+    out = tmp_path / "run"
+    common = ["--scale", "ci", "--out", str(out), "--corpus", str(corpus)]
+    assert main(["decode", "topologies", "en_S3-T2s", *common]) == 2  # nothing trained yet
+    assert "holds no checkpoint: train it first" in capsys.readouterr().err
+    assert main(["decode", "topologies", "nonesuch", *common]) == 2
+    assert "trains no model 'nonesuch'" in capsys.readouterr().err
+
+    assert main(["train", "topologies", "en_S3-T2s", *common]) == 0
+    capsys.readouterr()
+    assert main(["decode", "topologies", "en_S3-T2s", *common]) == 0
+    printed = capsys.readouterr().out.splitlines()  # progress bars draw on stderr
+    assert printed[0].startswith("topologies/en_S3-T2s: test WER ") and "acoustic weight" in \
+        printed[0]
+    assert printed[-1] == str(out / "models" / "en_S3-T2s")
+    settings = json.loads((out / "models" / "en_S3-T2s" / "decoding.json").read_text())
+    assert f"acoustic weight {settings['acoustic_weight']:g} (chosen on dev" in printed[0]
+
+    caplog.set_level(logging.INFO, logger="speechlab.experiment.decoded")
+    assert main(["decode", "topologies", "en_S3-T2s", *common]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == printed[0]
+    assert "kept from an earlier run" in caplog.text

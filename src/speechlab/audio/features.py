@@ -304,7 +304,7 @@ def compute_features(cuts, out_dir: str | Path, cfg: FbankConfig = FbankConfig()
         except TypeError:  # lazy CutSet
             total = None
         for cut in track(cuts, total=total, description="fbank", disable=not progress,
-                         transient=True):
+                         transient=True, console=_stderr()):
             with about_cut(cut):
                 feats = fbank(_load_samples(cut, cfg), cfg)
             if feats.shape[0] == 0:
@@ -359,6 +359,14 @@ def load_features(cut) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
 
 
+def _stderr():
+    """The console progress bars draw on: stderr, so that a command's output (a path, a
+    table) is all its stdout holds."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
 def fit_cmvn(cuts, dim: int | None = None, progress: bool = True):
     """Global CMVN statistics over the features of ``cuts`` (the training set).
 
@@ -370,7 +378,8 @@ def fit_cmvn(cuts, dim: int | None = None, progress: bool = True):
     from speechlab.audio.transforms import GlobalCMVN
 
     cmvn = None
-    for cut in track(cuts, description="cmvn", disable=not progress, transient=True):
+    for cut in track(cuts, description="cmvn", disable=not progress, transient=True,
+                     console=_stderr()):
         with about_cut(cut):
             x = load_features(cut)
             if cmvn is None:

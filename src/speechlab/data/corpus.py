@@ -524,10 +524,13 @@ def _write_wav(path: Path, audio: np.ndarray) -> None:
 
 
 def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # on stderr: what the command prints (the corpus's path) is all its stdout holds
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), disable=not enabled, transient=False)
+                    TimeElapsedColumn(), disable=not enabled, transient=False,
+                    console=Console(stderr=True))
 
 
 def splits_a_build_keeps(out_dir: Path, built: Iterable[str], sample_rate: int,

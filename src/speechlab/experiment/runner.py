@@ -8,6 +8,9 @@
   finished decoding is kept in ``decoded/`` (:mod:`.decoded`), so it is not run again.
 - :func:`train_one` trains one model of a plan, alone or under torchrun (each rank on its own
   shard, rank 0 alone writing), into the same run-directory layout.
+- :func:`decode_one` runs a model's decode jobs now, on the checkpoint it has (a training may
+  still be running): the settings tuned on dev are written beside it, so a model taken from a
+  run that has not finished decodes as the finished run would have it decode.
 
 Worker processes load each paper's data once (:func:`_setup`, then lazily per paper).
 """
@@ -258,3 +261,36 @@ def train_one(run: Run, model: str) -> Path | None:
     finally:
         distributed.cleanup()
     return run.models_dir / model if ctx.is_main else None
+
+
+def decode_one(run: Run, model: str) -> list[tuple[str, Any, str]]:
+    """Run the decode jobs of ``run``'s plan that decode ``model``, on the best checkpoint its
+    directory holds now (its training may still be running, or have stopped). Each result is
+    kept in ``RUN/decoded`` under the checkpoint files' key, so ``reproduce`` reuses it only
+    if the model has not changed since. Returns ``(job name, result, summary)`` per job; the
+    summary is the paper's ``summarize(job, cfg, data, result)`` if it has one."""
+    plan = run.paper.plan(run.cfg)
+    trained = {j.name for j in plan if isinstance(j, TrainJob)}
+    if model not in trained:
+        raise ConfigError(f"{run.paper.name} trains no model {model!r}; its models: "
+                          f"{', '.join(sorted(trained))}")
+    model_dir = run.models_dir / model
+    if not any(model_dir.glob("*.pt")):
+        raise ConfigError(f"{model_dir} holds no checkpoint: train it first (speechlab train "
+                          f"{run.paper.name} {model} --out {run.out})")
+    jobs = [j for j in plan if isinstance(j, DecodeJob) and j.model.name == model]
+    if not jobs:
+        raise ConfigError(f"{run.paper.name}'s plan decodes nothing with {model}")
+    run.out.mkdir(parents=True, exist_ok=True)
+    save_config(run.cfg, run.out / CONFIG_NAME)
+    data = run.paper.prepare(run.cfg, run.out, run.corpus, write=True)
+    summarize = getattr(run.paper, "summarize", None)
+    out = []
+    for job in jobs:
+        seed_everything(run.cfg.seed)
+        start = time.time()
+        value = kept_or_decoded(run.out, job, run.out / CONFIG_NAME, model_dir,
+                                lambda job=job: run.paper.decode(job, run.cfg, data, run.out))
+        line = summarize(job, run.cfg, data, value) if summarize is not None else ""
+        out.append((job.name, value, line or f"decoded in {time.time() - start:.0f} s"))
+    return out

@@ -130,6 +130,16 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_decode(args: argparse.Namespace) -> int:
+    from speechlab.experiment.runner import decode_one
+
+    run = _load(args)
+    for name, _value, summary in decode_one(run, args.model):
+        print(f"{run.paper.name}/{name}: {summary}")
+    print(run.models_dir / args.model)
+    return 0
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     from speechlab.experiment.runner import load_run, run_reproductions
     from speechlab.report import write_report
@@ -229,6 +239,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("model", help="a model of the paper's plan, e.g. multisoftmax, mono_hi, ft_ms_hi")
     _common(t)
     t.set_defaults(func=_run_train, outputs={"out": "run"})
+
+    c = sub.add_parser(
+        "decode", help="decode one model of a paper's plan now, on the checkpoint it has",
+        description="Run the decode jobs of MODEL as `speechlab reproduce` would, on the best "
+        "checkpoint OUT/models/MODEL holds now (its training may still be running or have "
+        "stopped): decoding settings tuned on the dev set (a CTC model's acoustic weight) are "
+        "written beside the model, so `speechlab export` / `speechlab models ship` of a run "
+        "that has not finished decodes as the finished run would, and the result is kept in "
+        "OUT/decoded for `reproduce` to reuse while the model is unchanged.",
+        epilog=SWITCHES_EPILOG)
+    c.add_argument("paper", choices=sorted(PAPERS))
+    c.add_argument("model", help="a trained model of the paper's plan, e.g. en_S3-T2s")
+    _common(c)
+    c.set_defaults(func=_run_decode, outputs={"out": "run"})
 
     d = sub.add_parser("demo", help="every paper at demo scale through one scheduler, then one report")
     d.add_argument("--out", type=Path, default=Path("exp/demo"))

@@ -30,7 +30,7 @@ from speechlab.papers.topologies.recipe import (
     model_name,
     prepare_data,
 )
-from speechlab.papers.topologies.tables import topology_results
+from speechlab.papers.topologies.tables import decoding_summary, topology_results
 from speechlab.papers.topologies.decoding import TopologyDecoding
 from speechlab.experiment.jobs import Job
 from speechlab.report import Results
@@ -75,6 +75,11 @@ class TopologiesPaper:
     def decode(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
                out: Path) -> TopologyDecoding:
         return decode_model(job, cfg, data, out)
+
+    def summarize(self, job: Decode, cfg: TopologiesConfig, data: dict[str, LanguageData],
+                  result: TopologyDecoding) -> str:
+        """The line `speechlab decode` prints for one decode job."""
+        return decoding_summary(result, data[job.model.spec.language])
 
     def report(self, cfg: TopologiesConfig, data: dict[str, LanguageData],
                decoded: Mapping[Decode, TopologyDecoding], out: Path, scale: str) -> Results:

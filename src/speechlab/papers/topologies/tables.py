@@ -52,6 +52,17 @@ def _unseen_wer(hyps: Mapping[str, str], ld: LanguageData) -> float | None:
     return 100 * wer([u.text for u in ld.unseen], [hyps.get(u.id, "") for u in ld.unseen]).wer
 
 
+def decoding_summary(decoding: TopologyDecoding, ld: LanguageData) -> str:
+    """One line on one model's decoding: its test (and unseen-voice) WER and the weight."""
+    test, unseen = _test_wer(decoding.hyps, ld), _unseen_wer(decoding.unseen_hyps, ld)
+    parts = [f"test WER {test:.2f}%" if test is not None else "no test utterances"]
+    if unseen is not None:
+        parts.append(f"unseen-voice WER {unseen:.2f}%")
+    tried = ", ".join(f"{w:g}" for w in sorted(decoding.dev_wer))
+    return (", ".join(parts) + f" at acoustic weight {decoding.acoustic_weight:g} (chosen on "
+            f"dev among {tried})")
+
+
 def _mean(values) -> float | None:
     values = list(values)
     return sum(values) / len(values) if values else None
