@@ -142,6 +142,11 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     readme = (ships / "en_ctc" / "README.md").read_text()
     assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
     assert isinstance(card.made_by["step"], int) and "unfinished" not in card.made_by
+    # the settings its run's decode step chose on dev, which the package decodes with
+    tuned = json.loads((run / "models" / "en_S1-T1" / "decoding.json").read_text())
+    assert card.made_by["decoding"]["acoustic_weight"] == tuned["acoustic_weight"] == \
+        card.data["viterbi"]["acoustic_weight"]
+    assert f"acoustic_weight {tuned['acoustic_weight']}" in readme
     # a run still training (no results.json yet): the command and commit come from the
     # invocations the run recorded, and the card says it had not finished
     from speechlab.report.results import INVOCATIONS_NAME, read_invocations

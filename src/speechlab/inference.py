@@ -297,6 +297,12 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         from speechlab.train.card import best_or_latest
         from speechlab.train.checkpoint import load_checkpoint
 
+        from speechlab.train.card import read_decoding
+
+        tuned = {k: v for k, v in read_decoding(source).items()
+                 if isinstance(v, (int, float, str))}
+        if tuned:  # what the model decodes with: chosen on dev by the run's decode step
+            made_by["decoding"] = tuned
         try:
             chosen = best_or_latest(source)
             made_by["checkpoint"] = chosen.name

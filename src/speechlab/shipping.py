@@ -170,6 +170,10 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
                   f"{', '.join(f'`{c}`' for c in commits)}"
                   + ("; the checkpoint was written before the first of them (the run is older "
                      "than its record)" if _before_first_start(made) else "")]
+    if made.get("decoding"):
+        settings = ", ".join(f"{k} {v}" for k, v in made["decoding"].items())
+        lines += [f"- decoding settings, chosen on the run's dev split by its decode step "
+                  f"(`speechlab decode` for a run still training): {settings}"]
     if made.get("word_lm"):
         lm = made["word_lm"]
         lines += [f"- word LM: not the run's but `{lm.get('file')}` (SHA-256 "
