@@ -303,8 +303,10 @@ def compute_features(cuts, out_dir: str | Path, cfg: FbankConfig = FbankConfig()
             total = len(cuts)
         except TypeError:  # lazy CutSet
             total = None
-        for cut in track(cuts, total=total, description="fbank", disable=not progress,
-                         transient=True, console=_stderr()):
+        console = _stderr()
+        for cut in track(cuts, total=total, description="fbank",
+                         disable=not progress or not console.is_terminal, transient=True,
+                         console=console):
             with about_cut(cut):
                 feats = fbank(_load_samples(cut, cfg), cfg)
             if feats.shape[0] == 0:
@@ -361,7 +363,8 @@ def load_features(cut) -> torch.Tensor:
 
 def _stderr():
     """The console progress bars draw on: stderr, so that a command's output (a path, a
-    table) is all its stdout holds."""
+    table) is all its stdout holds. The bars are drawn only when it is a terminal: elsewhere
+    (a log file, a pipe) a bar is an empty line before whatever comes next."""
     from rich.console import Console
 
     return Console(stderr=True)
@@ -378,8 +381,9 @@ def fit_cmvn(cuts, dim: int | None = None, progress: bool = True):
     from speechlab.audio.transforms import GlobalCMVN
 
     cmvn = None
-    for cut in track(cuts, description="cmvn", disable=not progress, transient=True,
-                     console=_stderr()):
+    console = _stderr()
+    for cut in track(cuts, description="cmvn", disable=not progress or not console.is_terminal,
+                     transient=True, console=console):
         with about_cut(cut):
             x = load_features(cut)
             if cmvn is None:

@@ -527,10 +527,12 @@ def _progress(enabled: bool):  # noqa: ANN202 (rich types are optional here)
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    # on stderr: what the command prints (the corpus's path) is all its stdout holds
+    # on stderr, so that what the command prints (the corpus's path) is all its stdout holds;
+    # drawn on a terminal only
+    console = Console(stderr=True)
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), disable=not enabled, transient=False,
-                    console=Console(stderr=True))
+                    TimeElapsedColumn(), disable=not enabled or not console.is_terminal,
+                    transient=False, console=console)
 
 
 def splits_a_build_keeps(out_dir: Path, built: Iterable[str], sample_rate: int,
