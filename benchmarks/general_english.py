@@ -9,12 +9,14 @@ and ked (the unseen voice). The general LM is estimated as ``speechlab ctc lm --
 words its lexicon lacks pronounced, T∘L∘G built again and cached). For each voice and LM the
 script prints the WER and the share of the references' words outside the graph's vocabulary
 (no search can give those). A third row mixes the model's own LM with the general one
-(``speechlab ctc lm-mix``, ``--mix`` the own LM's share). ``--corpus DIR`` adds the corpus's own English test and unseen
-splits (its first ``--utterances`` of each), what the model's own LM was made for.
+(``speechlab ctc lm-mix``, ``--mix`` the own LM's share; ``--own-lm ARPA`` stands in for the
+package's LM, e.g. its run's when the package already holds a mixed one). ``--corpus DIR``
+adds the corpus's own English test and unseen splits (its first ``--utterances`` of each),
+what the model's own LM was made for.
 
     python benchmarks/general_english.py en_ctc_t2 [--sentences 40] [--order 2]
         [--vocab 20000] [--mix 0.5] [--corpus exp/shipped-topologies/corpus --utterances 200]
-        [--json out.json]
+        [--own-lm exp/shipped-topologies/lang/en.arpa] [--json out.json]
 """
 
 from __future__ import annotations
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--corpus", type=Path, default=None,
                    help="also the English test and unseen splits of this corpus")
     p.add_argument("--utterances", type=int, default=200)
+    p.add_argument("--own-lm", type=Path, default=None, metavar="ARPA",
+                   help="the LM to treat as the model's own, e.g. its run's "
+                   "(RUN/lang/en.arpa) when the package already holds a mixed one")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
@@ -105,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     from speechlab.text.ngram import interpolate, read_arpa
 
     own = speechlab.load(args.model)
-    models = {"own (the package's)": own}
+    if args.own_lm is not None:
+        own.use_word_lm(args.own_lm)
+    models = {"own (the package's)" if args.own_lm is None else f"own ({args.own_lm.name})": own}
     with tempfile.TemporaryDirectory() as tmp:
         arpa = Path(tmp) / "general.arpa"
         estimate_lm(lm_text, args.order, args.vocab, arpa)
