@@ -294,10 +294,8 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             made_by["unfinished"] = True
             made_by["invocations"] = calls
     if source.is_dir() and not is_package(source):
-        from speechlab.train.card import best_or_latest
+        from speechlab.train.card import best_or_latest, read_decoding
         from speechlab.train.checkpoint import load_checkpoint
-
-        from speechlab.train.card import read_decoding
 
         tuned = {k: v for k, v in read_decoding(source).items()
                  if isinstance(v, (int, float, str))}

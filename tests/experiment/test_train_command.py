@@ -149,6 +149,7 @@ def test_decode_one_model_now_writes_its_tuned_settings_and_keeps_the_result(tmp
     assert "holds no checkpoint: train it first" in capsys.readouterr().err
     assert main(["decode", "topologies", "nonesuch", *common]) == 2
     assert "trains no model 'nonesuch'" in capsys.readouterr().err
+    assert not out.exists()  # refused before anything is written
 
     assert main(["train", "topologies", "en_S3-T2s", *common]) == 0
     capsys.readouterr()
