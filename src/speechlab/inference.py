@@ -295,7 +295,7 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             made_by["invocations"] = calls
     if source.is_dir() and not is_package(source):
         from speechlab.train.card import best_or_latest, read_decoding
-        from speechlab.train.checkpoint import load_checkpoint
+        from speechlab.train.checkpoint import checkpoint_step
 
         tuned = {k: v for k, v in read_decoding(source).items()
                  if isinstance(v, (int, float, str))}
@@ -305,8 +305,8 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             chosen = best_or_latest(source)
             made_by["checkpoint"] = chosen.name
             made_by["checkpoint_utc"] = _utc(chosen.stat().st_mtime)
-            step = load_checkpoint(chosen).get("step")
-            if isinstance(step, int):
+            step = checkpoint_step(chosen)
+            if step is not None:
                 made_by["step"] = step
         except DataError:
             pass

@@ -14,6 +14,7 @@ from speechlab.errors import SpeechlabError
 from speechlab.train import checkpoint as ck
 from speechlab.train.checkpoint import (
     export_safetensors,
+    checkpoint_step,
     latest_checkpoint,
     load_checkpoint,
     load_model_weights,
@@ -89,6 +90,30 @@ def test_corrupt_checkpoint_error_names_the_file(tmp_path, damage):
     path.write_bytes(damaged)
     with pytest.raises(SpeechlabError, match="ckpt-00000003.pt.*corrupt or truncated"):
         load_checkpoint(path)
+    with pytest.raises(SpeechlabError, match="ckpt-00000003.pt.*corrupt or truncated"):
+        checkpoint_step(path)  # mapped, not read: the same error
+
+
+def _bytes_read() -> int:
+    for line in open("/proc/self/io", encoding="ascii"):
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def test_step_and_card_are_read_without_the_weights(tmp_path):
+    """``checkpoint_step`` and ``load_checkpoint(mmap=True)`` map the file: the step and the
+    config come back, and the 16 MB of weights are not read until a tensor is used."""
+    weights = torch.arange(4_000_000, dtype=torch.float32)
+    path = save_checkpoint(tmp_path / "ckpt-00000042.pt", step=42, model={"w": weights},
+                           model_config={"family": "x"})
+    before = _bytes_read()
+    assert checkpoint_step(path) == 42
+    mapped = load_checkpoint(path, mmap=True)
+    assert mapped["model_config"] == {"family": "x"}
+    assert _bytes_read() - before < path.stat().st_size // 8
+    assert torch.equal(mapped["model"]["w"], weights)  # the tensors are there when used
+    assert checkpoint_step(save_checkpoint(tmp_path / "nostep.pt")) is None
 
 
 def test_missing_and_foreign_files(tmp_path):

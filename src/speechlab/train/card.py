@@ -88,7 +88,7 @@ def best_or_latest(run_dir: str | Path) -> Path:
 
 def read_card(checkpoint: str | Path) -> ModelCard:
     """The :class:`ModelCard` stored in ``checkpoint``."""
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = load_checkpoint(checkpoint, mmap=True)  # the card only: no tensor is read
     if "model_config" not in ckpt:
         raise DataError(f"checkpoint {checkpoint} does not say which model it holds (no "
                         "model_config): it was written without one, so it cannot be rebuilt "

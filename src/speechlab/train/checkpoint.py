@@ -80,8 +80,11 @@ def save_checkpoint(path: str | Path, **parts: Any) -> Path:
     return path
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
     """Read a checkpoint with ``weights_only=True`` onto the CPU.
+
+    ``mmap``: map the file instead of reading it, so that a tensor is read from disk only when
+    it is used (a caller that wants the card or the step, not the weights).
 
     Raises :class:`SpeechlabError` naming the file when it is missing, corrupt, truncated, not a
     speechlab checkpoint, or from a newer format.
@@ -90,7 +93,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise SpeechlabError(f"checkpoint {path} does not exist")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # zipfile, pickle, EOF and RuntimeError all mean "unreadable" here
         raise SpeechlabError(
             f"checkpoint {path} is corrupt or truncated and cannot be read ({type(e).__name__}: "
@@ -103,6 +106,13 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
             f"checkpoint {path} has format version {ckpt['format_version']}, newer than this "
             f"speechlab reads ({FORMAT_VERSION}); upgrade speechlab")
     return ckpt
+
+
+def checkpoint_step(path: str | Path) -> int | None:
+    """The update number a checkpoint was written at (None if it does not say), read without
+    reading its tensors."""
+    step = load_checkpoint(path, mmap=True).get("step")
+    return step if isinstance(step, int) else None
 
 
 def checkpoint_path(out_dir: str | Path, step: int) -> Path:
