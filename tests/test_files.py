@@ -142,3 +142,32 @@ def test_a_package_is_written_with_the_users_umask(tmp_path, mask):
     assert out.stat().st_mode & 0o777 == 0o777 & ~mask
     for f in out.iterdir():
         assert f.stat().st_mode & 0o777 == 0o666 & ~mask, f.name
+
+
+def test_the_same_weights_give_the_same_package_bytes(tmp_path):
+    """safetensors writes its metadata in no fixed order; a package's weights file is rewritten
+    with a sorted header, so re-exporting unchanged weights changes no byte (and git keeps one
+    blob), and the file still loads."""
+    import torch
+    from safetensors.torch import load_file
+
+    from speechlab.package import WEIGHTS_NAME, PackageCard, write_package
+
+    card = PackageCard(family="toy", kind="asr", config={}, languages=("en",), files={})
+    weights = {"b.w": torch.arange(6.0).reshape(2, 3), "a": torch.ones(3, dtype=torch.float16)}
+    blobs = {write_package(tmp_path / f"p{i}", card, weights).joinpath(WEIGHTS_NAME).read_bytes()
+             for i in range(8)}
+    assert len(blobs) == 1
+    header = next(iter(blobs))[8:].split(b"}}")[0]
+    assert header.index(b'"family"') < header.index(b'"format"')  # sorted
+    loaded = load_file(str(tmp_path / "p0" / WEIGHTS_NAME))
+    assert all(torch.equal(loaded[k], v) for k, v in weights.items())
+
+
+def test_a_safetensors_header_in_another_form_is_refused(tmp_path):
+    path = tmp_path / "w.safetensors"
+    header = b'{ "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]} }'
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0\0\0")
+    with pytest.raises(files.SpeechlabError, match="compact form"):
+        files.canonical_safetensors(path)
+    assert path.read_bytes()[8:8 + len(header)] == header  # left as it was

@@ -321,3 +321,24 @@ def file_lock(path: str | Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def canonical_safetensors(path: str | Path) -> None:
+    """Rewrite the JSON header of the safetensors file ``path`` in place with its keys sorted.
+
+    safetensors writes its ``__metadata__`` entries in no fixed order, so the same weights
+    saved twice could give two different files (a shipped package re-exported unchanged would
+    show up as a new binary in git). Sorting changes neither the header's length nor the
+    tensors' offsets, so only the header's bytes are rewritten."""
+    with open(path, "r+b") as f:
+        length = int.from_bytes(f.read(8), "little")
+        raw = f.read(length)
+        text = raw.rstrip(b" ")  # safetensors pads the header with spaces to 8-byte alignment
+        canonical = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"),
+                               ensure_ascii=False).encode("utf-8")
+        if len(canonical) != len(text):
+            raise SpeechlabError(f"{path}: its safetensors header is not in the compact form "
+                                 "this rewrite keeps the length of")
+        if canonical != text:
+            f.seek(8)
+            f.write(canonical)

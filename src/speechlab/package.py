@@ -34,7 +34,12 @@ from typing import Any
 import torch
 
 from speechlab.errors import DataError
-from speechlab.files import atomic_write_text, current_umask, make_temp_dir
+from speechlab.files import (
+    atomic_write_text,
+    canonical_safetensors,
+    current_umask,
+    make_temp_dir,
+)
 from speechlab.train.card import ModelCard
 
 CARD_NAME = "speechlab.json"
@@ -110,6 +115,7 @@ def _save_weights(save_file: Any, weights: Mapping[str, torch.Tensor], path: Pat
     try:
         save_file({k: v.detach().contiguous().cpu() for k, v in weights.items()}, str(path),
                   metadata={"format": FORMAT, "family": card.family})
+        canonical_safetensors(path)  # the same weights, the same bytes
     except SafetensorError as e:
         code = re.search(r"(?:os error|code:) (\d+)", str(e))
         number = int(code.group(1)) if code else errno.EIO

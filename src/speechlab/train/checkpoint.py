@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from speechlab.errors import SpeechlabError
-from speechlab.files import atomic_path
+from speechlab.files import atomic_path, canonical_safetensors
 from speechlab.nn.weights import check_weight
 
 FORMAT_VERSION = 1
@@ -285,4 +285,5 @@ def export_safetensors(source: nn.Module | Mapping[str, torch.Tensor] | str | Pa
     path = Path(path)
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=dict(metadata) if metadata else None)
+        canonical_safetensors(tmp)
     return path
