@@ -78,6 +78,11 @@ class TrainConfig:
     checkpoint_seconds: float = ranged(0.0, ge=0)
     # Periodic checkpoints kept on disk (best.pt is kept separately); 0 keeps all of them.
     keep_checkpoints: int = ranged(3, ge=0)
+    # An exponential moving average of the weights, updated after every update with this decay
+    # (0: none). When on, it is what is validated (so early stopping and best.pt follow it) and
+    # a checkpoint's ``model`` holds it, the weights a model is loaded with; training goes on
+    # from the raw weights, kept beside it. 0.999 averages over about the last 1,000 updates.
+    ema_decay: float = ranged(0.0, ge=0, lt=1)
     early_stop_metric: str = "loss"
     early_stop_mode: Literal["min", "max"] = "min"
     # A validation counts as an improvement only if it beats the best by more than this.

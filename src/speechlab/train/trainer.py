@@ -47,6 +47,7 @@ from speechlab.errors import SpeechlabError
 from speechlab.files import exclusive_dir
 from speechlab.processes import seed_everything
 from speechlab.train import distributed
+from speechlab.train.average import WeightAverage
 from speechlab.train.checkpoint import (
     BEST_NAME,
     checkpoint_path,
@@ -294,6 +295,8 @@ class Trainer:
         devices.check_precision(cfg.precision, self.device)
         # Moved before the optimiser is built, so that its state is made where the weights are.
         self.model = model.to(self.device)
+        # cfg.ema_decay: the weights' moving average, validated and saved as the model's weights.
+        self.average = WeightAverage(self.model, cfg.ema_decay) if cfg.ema_decay else None
         self.model_config = dict(model_config) if model_config is not None else None
         self.task = task
         self.cfg = cfg
@@ -397,6 +400,8 @@ class Trainer:
                     else:
                         self.optimizer.step()
                     self.scheduler.step()
+                    if self.average is not None:
+                        self.average.update()
                     # None, not zero: a parameter unused by the next batch (another language's
                     # head) then gets no Adam update at all, not a decay of its moments.
                     self.optimizer.zero_grad(set_to_none=True)
@@ -521,7 +526,8 @@ class Trainer:
         """Validate, track the best metric (saving best.pt), decide on early stopping."""
         cfg, st = self.cfg, self.state
         self.model.eval()
-        with torch.no_grad(), devices.autocast(self.device, cfg.precision):
+        averaged = self.average.in_model() if self.average else contextlib.nullcontext()
+        with averaged, torch.no_grad(), devices.autocast(self.device, cfg.precision):
             metrics = {k: float(v) for k, v in self.task.validate(self.model).items()}
         self.model.train()
         metrics = distributed.broadcast_object(metrics)
@@ -581,6 +587,11 @@ class Trainer:
                 batches=[r["batches"] for r in ranks], rng=[r["rng"] for r in ranks],
                 window=[r["window"] for r in ranks], trainer=dataclasses.asdict(self.state),
                 config=to_dict(self.cfg), world_size=self.dist.world_size)
+            if self.average is not None:
+                # "model": the weights to use, the average; training goes on from its own.
+                parts["training_model"] = parts["model"]
+                parts["model"] = {**parts["model"], **self.average.state_dict()}
+                parts["average_updates"] = self.average.updates
             if isinstance(self.task, StatefulTask):
                 parts["task"] = self.task.state_dict()
             if self.scaler is not None:
@@ -601,11 +612,22 @@ class Trainer:
             seed_everything(self.cfg.seed + self.dist.rank)
             return None
         ckpt = load_checkpoint(path)
+        # A run with a moving average keeps training's own weights apart from "model".
+        own = ckpt.get("training_model", ckpt["model"])
         try:
-            self.model.load_state_dict(ckpt["model"])
+            self.model.load_state_dict(own)
         except RuntimeError as e:
             raise SpeechlabError(f"checkpoint {path} does not fit the model ({e}); the model "
                                  "config changed since it was written: use a new out_dir") from None
+        if self.average is not None:
+            if "training_model" in ckpt:
+                self.average.load_state_dict(ckpt["model"], ckpt.get("average_updates", 0))
+            else:
+                self.average.restart()
+                if self.dist.is_main:
+                    logger.info("%s has no averaged weights: the moving average (ema_decay "
+                                "%g) starts from its weights at update %d", path,
+                                self.cfg.ema_decay, int(ckpt["step"]))
         # Adam's state goes to its parameters' device on loading: a run written on a GPU
         # resumes on the CPU and back.
         self.optimizer.load_state_dict(ckpt["optimizer"])
