@@ -21,13 +21,13 @@ from speechlab.train.sampler import LanguageBatches
 ITEMS = 192
 
 
-def torchrun(out: Path, trace: Path, max_steps: int, poison: int) -> None:
+def torchrun(out: Path, trace: Path, max_steps: int, poison: int | None, *extra: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1", SPEECHLAB_PROGRESS="0")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "speechlab.testing.toy_task", "--out", str(out), "--trace", str(trace),
-           "--toy.items", str(ITEMS), "--toy.poison", f"[{poison}]",
+           "--toy.items", str(ITEMS), "--toy.poison", f"[{'' if poison is None else poison}]",
            "--train.max_steps", str(max_steps), "--train.checkpoint_every", "3",
-           "--train.log_every", "1", "--train.find_unused_parameters", "true"]
+           "--train.log_every", "1", "--train.find_unused_parameters", "true", *extra]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -85,3 +85,20 @@ def test_ddp_two_ranks_then_resume(tmp_path):
     assert [r["step"] for r in log if r["kind"] == "train"] == list(range(1, 13))
     # Logged weights add up both ranks' batches (4 items each).
     assert {r["weight"] for r in log if r["kind"] == "train"} == {8.0}
+
+
+def test_ddp_with_the_weights_average(tmp_path):
+    """With ``ema_decay`` both ranks validate the same averaged weights, and the checkpoint's
+    ``model`` (the average) differs from training's own weights, which both ranks hold."""
+    out, trace = tmp_path / "out", tmp_path / "trace"
+    torchrun(out, trace, 6, None, "--train.ema_decay", "0.9", "--train.valid_every", "3")
+    ranks = [torch.load(trace / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    final = load_checkpoint(latest_checkpoint(out))
+    assert final["average_updates"] == 6
+    for k, v in ranks[0]["params"].items():
+        assert torch.equal(v, ranks[1]["params"][k]), k
+        assert torch.equal(final["training_model"][k], v), k
+    assert not torch.equal(final["model"]["encoder.0.weight"],
+                           final["training_model"]["encoder.0.weight"])
+    valid = [r for r in read_log(out / "log.jsonl") if r["kind"] == "valid"]
+    assert [r["step"] for r in valid] == [3, 6]
