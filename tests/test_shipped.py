@@ -88,7 +88,8 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     corpus = tiny_corpus(tmp_path)
     run = tmp_path / "run"
     assert main(["reproduce", "topologies", "--scale", "ci", "--corpus", str(corpus), "--out",
-                 str(run), "--set", "languages=[en]", "topologies=[S1-T1]"]) == 0
+                 str(run), "--set", "languages=[en]", "topologies=[S1-T1]",
+                 "train.ema_decay=0.9"]) == 0
     ships = tmp_path / "models"
     monkeypatch.setenv(MODELS_ENV, str(ships))
     model = str(run / "models" / "en_S1-T1")
@@ -142,6 +143,10 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     readme = (ships / "en_ctc" / "README.md").read_text()
     assert "| en unseen WER |" in readme and 'speechlab.load("en_ctc")' in readme
     assert isinstance(card.made_by["step"], int) and "unfinished" not in card.made_by
+    # trained with the weights' moving average: the package holds it, and says so
+    assert card.made_by["weights"] == {"ema_decay": 0.9,
+                                       "average_updates": card.made_by["step"]}
+    assert "the run's moving average of its weights (`ema_decay` 0.9" in readme
     # the settings its run's decode step chose on dev, which the package decodes with
     tuned = json.loads((run / "models" / "en_S1-T1" / "decoding.json").read_text())
     assert card.made_by["decoding"]["acoustic_weight"] == tuned["acoustic_weight"] == \

@@ -295,7 +295,7 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             made_by["invocations"] = calls
     if source.is_dir() and not is_package(source):
         from speechlab.train.card import best_or_latest, read_decoding
-        from speechlab.train.checkpoint import checkpoint_step
+        from speechlab.train.checkpoint import checkpoint_summary
 
         tuned = {k: v for k, v in read_decoding(source).items()
                  if isinstance(v, (int, float, str))}
@@ -305,9 +305,12 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             chosen = best_or_latest(source)
             made_by["checkpoint"] = chosen.name
             made_by["checkpoint_utc"] = _utc(chosen.stat().st_mtime)
-            step = checkpoint_step(chosen)
-            if step is not None:
-                made_by["step"] = step
+            facts = checkpoint_summary(chosen)
+            if "step" in facts:
+                made_by["step"] = facts["step"]
+            if "average_updates" in facts:  # the weights are the run's moving average
+                made_by["weights"] = {"ema_decay": facts["ema_decay"],
+                                      "average_updates": facts["average_updates"]}
         except DataError:
             pass
     from dataclasses import replace

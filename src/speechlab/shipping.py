@@ -170,6 +170,12 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
                   f"{', '.join(f'`{c}`' for c in commits)}"
                   + ("; the checkpoint was written before the first of them (the run is older "
                      "than its record)" if _before_first_start(made) else "")]
+    weights = made.get("weights")
+    if isinstance(weights, dict):
+        lines += [f"- weights: the run's moving average of its weights (`ema_decay` "
+                  f"{weights.get('ema_decay')}, kept for its last "
+                  f"{weights.get('average_updates')} updates; docs/training.md), which its "
+                  "validation read"]
     if made.get("decoding"):
         settings = ", ".join(f"{k} {v}" for k, v in made["decoding"].items())
         lines += [f"- decoding settings, chosen on the run's dev split by its decode step "

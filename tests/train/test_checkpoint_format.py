@@ -14,7 +14,7 @@ from speechlab.errors import SpeechlabError
 from speechlab.train import checkpoint as ck
 from speechlab.train.checkpoint import (
     export_safetensors,
-    checkpoint_step,
+    checkpoint_summary,
     latest_checkpoint,
     load_checkpoint,
     load_model_weights,
@@ -91,7 +91,7 @@ def test_corrupt_checkpoint_error_names_the_file(tmp_path, damage):
     with pytest.raises(SpeechlabError, match="ckpt-00000003.pt.*corrupt or truncated"):
         load_checkpoint(path)
     with pytest.raises(SpeechlabError, match="ckpt-00000003.pt.*corrupt or truncated"):
-        checkpoint_step(path)  # mapped, not read: the same error
+        checkpoint_summary(path)  # mapped, not read: the same error
 
 
 def _bytes_read() -> int:
@@ -102,18 +102,22 @@ def _bytes_read() -> int:
 
 
 def test_step_and_card_are_read_without_the_weights(tmp_path):
-    """``checkpoint_step`` and ``load_checkpoint(mmap=True)`` map the file: the step and the
+    """``checkpoint_summary`` and ``load_checkpoint(mmap=True)`` map the file: the step and the
     config come back, and the 16 MB of weights are not read until a tensor is used."""
     weights = torch.arange(4_000_000, dtype=torch.float32)
     path = save_checkpoint(tmp_path / "ckpt-00000042.pt", step=42, model={"w": weights},
                            model_config={"family": "x"})
     before = _bytes_read()
-    assert checkpoint_step(path) == 42
+    assert checkpoint_summary(path) == {"step": 42}
     mapped = load_checkpoint(path, mmap=True)
     assert mapped["model_config"] == {"family": "x"}
     assert _bytes_read() - before < path.stat().st_size // 8
     assert torch.equal(mapped["model"]["w"], weights)  # the tensors are there when used
-    assert checkpoint_step(save_checkpoint(tmp_path / "nostep.pt")) is None
+    assert checkpoint_summary(save_checkpoint(tmp_path / "nostep.pt")) == {}
+    averaged = save_checkpoint(tmp_path / "avg.pt", step=7, model={"w": weights},
+                               training_model={"w": weights}, average_updates=5,
+                               config={"ema_decay": 0.99})
+    assert checkpoint_summary(averaged) == {"step": 7, "ema_decay": 0.99, "average_updates": 5}
 
 
 def test_missing_and_foreign_files(tmp_path):

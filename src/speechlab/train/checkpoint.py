@@ -108,11 +108,19 @@ def load_checkpoint(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
     return ckpt
 
 
-def checkpoint_step(path: str | Path) -> int | None:
-    """The update number a checkpoint was written at (None if it does not say), read without
-    reading its tensors."""
-    step = load_checkpoint(path, mmap=True).get("step")
-    return step if isinstance(step, int) else None
+def checkpoint_summary(path: str | Path) -> dict[str, Any]:
+    """What a checkpoint says of its weights, read without reading its tensors: ``step`` (the
+    update it was written at) and, when its ``model`` is the weights' moving average,
+    ``ema_decay`` and ``average_updates``. Keys it does not say are left out."""
+    ckpt = load_checkpoint(path, mmap=True)
+    out: dict[str, Any] = {}
+    if isinstance(ckpt.get("step"), int):
+        out["step"] = ckpt["step"]
+    if "training_model" in ckpt:
+        config = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else {}
+        out["ema_decay"] = config.get("ema_decay")
+        out["average_updates"] = ckpt.get("average_updates")
+    return out
 
 
 def checkpoint_path(out_dir: str | Path, step: int) -> Path:
