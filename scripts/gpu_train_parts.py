@@ -67,14 +67,16 @@ def collect(run: Path, dest: Path) -> dict:
     best = run / "best.pt"
     if best.is_file():
         state = torch.load(best, map_location="cpu", weights_only=True)
-        for key in ("optimizer", "scheduler"):
-            state.pop(key, None)
+        # nothing reads these back from best.pt (a run resumes from its newest checkpoint)
+        dropped = [key for key in ("optimizer", "scheduler", "training_model") if key in state]
+        for key in dropped:
+            state.pop(key)
         buf = io.BytesIO()
         torch.save(state, buf)
         data = buf.getvalue()
         info["files"]["best"] = {"name": "best.pt", "step": int(state["step"]),
                                  "sha256": _sha(data), "parts": _split("best.pt", data, dest),
-                                 "without": ["optimizer", "scheduler"]}
+                                 "without": dropped}
     if (run / "log.jsonl").is_file():
         shutil.copyfile(run / "log.jsonl", dest / "log.jsonl")
     (dest / INFO).write_text(json.dumps(info, indent=1) + "\n")
