@@ -78,6 +78,7 @@ def test_the_average_is_the_exponential_moving_average_and_is_what_is_validated(
 
     valid = [r for r in read_log(result.log_path) if r["kind"] == "valid"]
     assert [r["step"] for r in valid] == [4, 8, 12]
+    assert all(r["averaged"] is True for r in valid)
     for r in valid:  # validated: the averaged weights
         assert r["w0"] == pytest.approx(float(expected[r["step"] - 1]["encoder.0.weight"][0, 0]),
                                         rel=1e-5, abs=1e-6)

@@ -562,6 +562,8 @@ class Trainer:
                 " and does not count against patience" if math.isnan(value) else "", fallback)
         record = {**metrics, "kind": "valid", "step": step, "best": improved,
                   "best_metric": st.best_metric, "best_step": st.best_step}
+        if self.average is not None:
+            record["averaged"] = True  # these metrics are the weights' moving average's
         self.log.write(record)
         if self.dist.is_main:
             logger.info("step %d validation %s%s", step,
