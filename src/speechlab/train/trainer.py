@@ -339,6 +339,8 @@ class Trainer:
             save_config(cfg, self.out_dir / CONFIG_NAME)
         model = distributed.wrap_model(self.model,
                                        find_unused_parameters=cfg.find_unused_parameters)
+        if self.average is not None and resumed_from is None:
+            self.average.restart()  # from the weights DDP gave every rank (rank 0's)
         tensorboard = TensorBoardLog(self.out_dir / "tensorboard", cfg.tensorboard and main)
         bar = ProgressBar(cfg.max_steps, self.step,
                           progress_wanted(self._progress_requested, main))
