@@ -25,6 +25,8 @@ BENCHMARKS: dict[str, list[str]] = {
     # with the same-size comparison against sherpa-onnx (the bench extra; about 2 minutes)
     "rnnt_decode": ["--sherpa"],
     "corpus_speed": [],
+    # half a minute: the weights' moving average against a training update, per paper
+    "weight_average": [],
     "local_attention": [],
     # about 1-2 minutes: Big SALAD vs. Big RNN latency up to 35 s of speech
     "tts_latency": [],
