@@ -548,3 +548,37 @@ def test_export_onto_a_full_disk_names_the_package_and_leaves_nothing(tmp_path, 
     err = capsys.readouterr().err
     assert "no space left on device" in err and str(tmp_path / "out") in err
     assert err.count("\n") == 1 and sorted(p.name for p in tmp_path.iterdir()) == ["ctc"]
+
+
+def test_export_names_the_checkpoint_it_loaded_while_a_run_replaces_it(tmp_path, monkeypatch):
+    """A run still training may save a new checkpoint while export reads the model: the card
+    must name the update whose weights the package holds, so export reads again until the
+    checkpoint it names is the one it loaded (and gives up, saying why, if it never is)."""
+    import speechlab.inference as inference
+    from speechlab.package import read_card
+    from speechlab.testing.rnnt import untrained_run
+    from speechlab.train.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+
+    run = untrained_run(tmp_path / "run", "multisoftmax_lid")
+    model_dir = run / "models" / "multisoftmax_lid"
+    first = load_checkpoint(next(model_dir.glob("ckpt-*.pt")))
+    first.pop("format_version")
+    real_load, loads = inference.load, []
+
+    def load_while_training(source, *a, **kw):
+        obj = real_load(source, *a, **kw)
+        loads.append(obj)
+        if len(loads) <= saves:  # the run saves a newer checkpoint meanwhile
+            save_checkpoint(checkpoint_path(model_dir, len(loads)),
+                            **{**first, "step": len(loads)})
+        return obj
+
+    monkeypatch.setattr(inference, "load", load_while_training)
+    saves = 1
+    card = read_card(inference.export(model_dir, tmp_path / "pkg"))
+    assert len(loads) == 2  # read again once the first read was overtaken
+    assert card.made_by["step"] == 1 and card.made_by["checkpoint"] == "ckpt-00000001.pt"
+    saves, loads[:] = 99, []
+    with pytest.raises(DataError, match="replaced each time it was read"):
+        inference.export(model_dir, tmp_path / "pkg2")
+    assert len(loads) == 3 and not (tmp_path / "pkg2").exists()

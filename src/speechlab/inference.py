@@ -48,7 +48,7 @@ from speechlab.contract import (
 )
 from speechlab.devices import add_device_options
 from speechlab.endpoint import EndpointConfig
-from speechlab.errors import ConfigError, DataError
+from speechlab.errors import ConfigError, DataError, SpeechlabError
 from speechlab.families import builders, family, openers
 from speechlab.package import CARD_NAME, is_package, load_network, read_card, write_package
 
@@ -240,7 +240,18 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
     if is_package(source) and read_card(source).backend == "onnx":
         raise ConfigError(f"{source} is an ONNX package; export from the model it was made "
                           "from (OUT/models/NAME or a PyTorch package)")
-    obj = load(source)
+    # A run still training may replace the checkpoint while it is read: the card must name
+    # the one whose weights were loaded, so they are read until it stays the same.
+    trained = _trained_checkpoint(source)
+    for _ in range(3):
+        obj = load(source)
+        now = _trained_checkpoint(source)
+        if now == trained:
+            break
+        trained = now
+    else:
+        raise DataError(f"{source}: its checkpoint was replaced each time it was read (a run "
+                        "is training into it and saving often); export again")
     if word_lm is not None:
         if "word_lm" not in obj.capabilities:
             raise ConfigError(f"--word-lm: {obj.title} decodes with no word LM of yours (a "
@@ -293,30 +304,42 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
             made_by["run"] = str(run)
             made_by["unfinished"] = True
             made_by["invocations"] = calls
-    if source.is_dir() and not is_package(source):
-        from speechlab.train.card import best_or_latest, read_decoding
-        from speechlab.train.checkpoint import checkpoint_summary
-
-        tuned = {k: v for k, v in read_decoding(source).items()
-                 if isinstance(v, (int, float, str))}
-        if tuned:  # what the model decodes with: chosen on dev by the run's decode step
-            made_by["decoding"] = tuned
-        try:
-            chosen = best_or_latest(source)
-            made_by["checkpoint"] = chosen.name
-            made_by["checkpoint_utc"] = _utc(chosen.stat().st_mtime)
-            facts = checkpoint_summary(chosen)
-            if "step" in facts:
-                made_by["step"] = facts["step"]
-            if "average_updates" in facts:  # the weights are the run's moving average
-                made_by["weights"] = {"ema_decay": facts["ema_decay"],
-                                      "average_updates": facts["average_updates"]}
-        except DataError:
-            pass
+    made_by.update({k: v for k, v in trained.items() if k != "file"})
     from dataclasses import replace
 
     card = replace(card, results=results or card.results, made_by={**card.made_by, **made_by})
     return write_package(out, card, weights, files, overwrite=overwrite)
+
+
+def _trained_checkpoint(source: Path) -> dict[str, Any]:
+    """What the card says of the checkpoint a run's model directory loads from (empty for
+    anything else): its name and time, the update, whether its weights are the run's moving
+    average, the decoding settings its run chose; ``file`` tells one file from another (a run
+    replacing it between two calls gives two different answers)."""
+    if not source.is_dir() or is_package(source):
+        return {}
+    from speechlab.train.card import best_or_latest, read_decoding
+    from speechlab.train.checkpoint import checkpoint_summary
+
+    out: dict[str, Any] = {}
+    tuned = {k: v for k, v in read_decoding(source).items() if isinstance(v, (int, float, str))}
+    if tuned:  # what the model decodes with: chosen on dev by the run's decode step
+        out["decoding"] = tuned
+    try:
+        chosen = best_or_latest(source)
+        st = chosen.stat()
+        out["file"] = (chosen.name, st.st_ino, st.st_mtime_ns, st.st_size)
+        out["checkpoint"] = chosen.name
+        out["checkpoint_utc"] = _utc(st.st_mtime)
+        facts = checkpoint_summary(chosen)
+    except (OSError, SpeechlabError):
+        return out
+    if "step" in facts:
+        out["step"] = facts["step"]
+    if "average_updates" in facts:  # the weights are the run's moving average
+        out["weights"] = {"ema_decay": facts["ema_decay"],
+                          "average_updates": facts["average_updates"]}
+    return out
 
 
 def _utc(seconds: float) -> str:
