@@ -187,6 +187,40 @@ def test_malformed_arpa_names_file_and_line(tmp_path, case, text, line, message)
     assert f"{path}:{line}:" in str(err.value)
 
 
+@pytest.mark.parametrize("case,text,line,message", MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_the_vocabulary_alone_is_checked_as_far_as_it_is_read(tmp_path, case, text, line,
+                                                               message):
+    """``arpa_vocab`` reads the header and the unigrams (what a graph's word list needs) and
+    checks them as ``read_arpa`` does; a fault in a longer n-gram is left to the full read."""
+    from speechlab.text.ngram import arpa_vocab
+
+    path = tmp_path / "bad.arpa"
+    path.write_text(text)
+    bigrams_line = text.splitlines().index("\\2-grams:") + 1 if "\\2-grams:" in text else 0
+    if bigrams_line and line > bigrams_line:
+        assert arpa_vocab(path) == ["a"]
+    else:
+        with pytest.raises(DataError, match=message) as err:
+            arpa_vocab(path)
+        assert f"{path}:{line}:" in str(err.value)
+
+
+def test_the_vocabulary_reads_only_the_unigrams(tmp_path):
+    import gzip
+
+    from speechlab.text.ngram import arpa_vocab
+
+    path = tmp_path / "lm.arpa.gz"
+    path.write_bytes(gzip.compress(GOOD.encode(), mtime=0))
+    assert arpa_vocab(path) == ["a"]  # <s> and </s> left out
+    unigram = tmp_path / "uni.arpa"  # an LM of order 1 has no later section to stop at
+    unigram.write_text("\\data\\\nngram 1=3\n\n\\1-grams:\n-1\t<s>\n-0.5\tb\n"
+                       "-0.5\t</s>\n\n\\end\\\n")
+    assert arpa_vocab(unigram) == ["b"] and read_arpa(unigram).order == 1
+    lm = read_arpa(path, unigrams_only=True)
+    assert lm.order == 1 and lm.vocab == read_arpa(path).vocab
+
+
 def test_unreadable_arpa(tmp_path):
     with pytest.raises(DataError, match="does not exist"):
         read_arpa(tmp_path / "nope.arpa")

@@ -382,20 +382,25 @@ def plain_arpa(path: str | Path) -> Iterator[Path]:
         yield text
 
 
-def read_arpa(path: str | Path) -> ArpaLM:
+def read_arpa(path: str | Path, *, unigrams_only: bool = False) -> ArpaLM:
     """Parse and validate an ARPA file.
 
     Checks: the ``\\data\\`` header and its ``ngram n=count`` lines (orders 1..N in sequence),
     sections ``\\n-grams:`` in order, each entry ``log10p w1 .. wn [log10backoff]`` with finite
     numbers, ``log10p <= 0`` and no back-off on the highest order, no duplicate n-gram, every
     word of a longer n-gram listed as a unigram, each section's entry count equal to its
-    declared count, and a final ``\\end\\``.
+    declared count, and a final ``\\end\\``. ``unigrams_only``: stop after the unigram
+    section (the LM holds only it; the rest of the file is not read or checked).
 
     Raises:
         DataError: naming ``file:line`` and what is wrong.
     """
     path = Path(path)
     raw = arpa_bytes(path)
+    if unigrams_only:  # the unigram section ends where the bigram one starts
+        one = raw.find(b"\\1-grams:")
+        cut = raw.find(b"\n\\2-grams:", one) if one >= 0 else -1
+        raw = raw if cut < 0 else raw[:cut + 1] + b"\\end\\\n"
     lines = raw.split(b"\n")
 
     def fail(lineno: int, msg: str) -> DataError:
@@ -432,7 +437,7 @@ def read_arpa(path: str | Path) -> ArpaLM:
             if text == "\\end\\":
                 if not declared:
                     raise fail(lineno, "'\\end\\' before any n-gram section")
-                if n != len(declared):
+                if n != len(declared) and not (unigrams_only and n == 1):
                     raise fail(lineno, f"'\\end\\' after the {n}-grams, but \\data\\ declares "
                                        f"orders up to {len(declared)}")
                 state = "end"
@@ -475,6 +480,13 @@ def read_arpa(path: str | Path) -> ArpaLM:
                             "of sentences needs <s> and </s>: estimate it with sentence markers "
                             "(speechlab ctc lm, or SRILM/KenLM defaults)")
     return lm
+
+
+def arpa_vocab(path: str | Path) -> list[str]:
+    """The words of an ARPA LM (its unigrams, ``<s>`` and ``</s>`` left out), in file order:
+    the header and the unigram section are read and checked as :func:`read_arpa` checks them,
+    the longer n-grams (most of a large LM's file) are not."""
+    return [w for w in read_arpa(path, unigrams_only=True).vocab if w not in (BOS, EOS)]
 
 
 def _check_count(lm: ArpaLM, declared: list[int], n: int, line: int, fail) -> None:

@@ -49,6 +49,18 @@ def test_a_word_lm_replaces_the_vocabulary(tmp_path, monkeypatch):
     assert len(list((tmp_path / "cache" / "graphs").glob("*.fst"))) == 1
     with pytest.raises(DataError, match="no such file"):
         other.use_word_lm(tmp_path / "missing.arpa")
+    # the vocabulary is read from the unigrams alone; a fault anywhere is still one error
+    # naming the file and line, before any graph is built or cached
+    text = arpa.read_text()
+    for where, bad in (("\\1-grams:", "-0.x5"), ("\\2-grams:", "0.5")):
+        head, _, tail = text.partition(where + "\n")
+        first, _, rest = tail.partition("\t")
+        broken = tmp_path / f"broken{where[1]}.arpa"
+        broken.write_text(f"{head}{where}\n{bad}\t{rest}")
+        line = head.count("\n") + 2
+        with pytest.raises(DataError, match=f"{broken}:{line}:"):
+            other.use_word_lm(broken)
+    assert len(list((tmp_path / "cache" / "graphs").glob("*.fst"))) == 1
 
 
 def test_the_cli_takes_a_word_lm_and_other_models_refuse_it(tmp_path, monkeypatch, capsys):

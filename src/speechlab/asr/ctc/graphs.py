@@ -69,7 +69,7 @@ from speechlab.asr.ctc import topology as topo_mod
 from speechlab.errors import ConfigError, DataError
 from speechlab.files import atomic_path, atomic_write_json, file_lock
 from speechlab.text.lexicon import Lexicon
-from speechlab.text.ngram import BOS, EOS, arpa_bytes, plain_arpa, read_arpa
+from speechlab.text.ngram import BOS, EOS, arpa_bytes, arpa_vocab, plain_arpa, read_arpa
 
 log = logging.getLogger(__name__)
 
@@ -654,7 +654,7 @@ def cached_decoding_graph(cache_dir: str | Path, name: str, lexicon: Lexicon, ar
     import kaldifst
 
     _check_missing(missing)
-    lm_words = [w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)]
+    lm_words = arpa_vocab(arpa)  # the file is checked in full when its graph is built
     lex = lexicon.subset(lm_words)
     if len(lex) == 0:
         raise DataError(f"{arpa}: none of the LM's {len(lm_words)} words is in the lexicon")

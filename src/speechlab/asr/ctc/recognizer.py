@@ -419,12 +419,12 @@ class CtcRecognizer(ModelBase):
         LM (a minute or more for a large LM) and cached by content, so once per LM."""
         from speechlab.asr.ctc.graphs import cached_decoding_graph
         from speechlab.files import cache_dir
-        from speechlab.text.ngram import BOS, EOS, read_arpa
+        from speechlab.text.ngram import arpa_vocab
 
         arpa = Path(arpa)
         if not arpa.is_file():
             raise DataError(f"word LM {arpa}: no such file")
-        vocab = [w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)]
+        vocab = arpa_vocab(arpa)  # checked in full when its graph is built
         new = [w for w in vocab if w not in self.tokenizer.lexicon]
         try:
             merged = self._pronounced(new)
@@ -610,7 +610,7 @@ class CtcRecognizer(ModelBase):
         package (its ``acoustic.onnx`` runs in onnxruntime)."""
         import kaldifst
 
-        from speechlab.text.ngram import BOS, EOS, read_arpa
+        from speechlab.text.ngram import arpa_vocab
 
         if model is None:
             model = OnnxCtcNetwork(  # type: ignore[assignment]
@@ -622,7 +622,7 @@ class CtcRecognizer(ModelBase):
         arpa = path / card.files["lm"] if "lm" in card.files else None
         words = tokenizer.lexicon
         if arpa is not None:  # the graph's words: the lexicon's words the LM knows
-            words = words.subset([w for w in read_arpa(arpa).vocab if w not in (BOS, EOS)])
+            words = words.subset(arpa_vocab(arpa))
         lang = make_lang(words, tokenizer.phones)
         g = d["graph"]
         if lang.num_words != g["num_words"]:

@@ -1,0 +1,83 @@
+"""How long ``speechlab.load(NAME)`` takes: the first load on a machine (an empty cache, so a
+lean CTC package's T∘L∘G is built from its lexicon and LM), the next one in the same process
+(read from the cache), and a load in a new process with that cache (what the next
+``speechlab transcribe NAME`` pays, Python's imports included).
+
+    python benchmarks/load_time.py [NAME ...] [--threads 1] [--json out.json]
+
+Default: every shipped model. Each model gets its own empty cache (a temporary
+``SPEECHLAB_CACHE``), and each load runs in a fresh spawned process, so no model's cache or
+imports help the next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _in_process(name: str, cache: str, threads: int, conn) -> None:
+    os.environ["SPEECHLAB_CACHE"] = cache
+    import torch
+
+    torch.set_num_threads(threads)
+    import speechlab
+
+    times = []
+    for _ in range(2):
+        start = time.perf_counter()
+        speechlab.load(name)
+        times.append(time.perf_counter() - start)
+    conn.send(times)
+
+
+def measure(name: str, threads: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="speechlab-load-") as cache:
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=_in_process, args=(name, cache, threads, child))
+        p.start()
+        first, again = parent.recv()
+        p.join()
+        env = dict(os.environ, SPEECHLAB_CACHE=cache, OMP_NUM_THREADS=str(threads))
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import speechlab; speechlab.load({name!r})"],
+                       env=env, check=True)
+        fresh = time.perf_counter() - start
+    return {"model": name, "first_s": round(first, 1), "same_process_s": round(again, 1),
+            "new_process_s": round(fresh, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="models (default: every shipped one)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    names = args.names
+    if not names:
+        from speechlab.shipped import shipped
+
+        names = sorted(shipped())
+    rows = []
+    print("| model | first load (empty cache) | again, same process | new process, cached |")
+    print("|---|---:|---:|---:|")
+    for name in names:
+        r = measure(name, args.threads)
+        rows.append(r)
+        print(f"| {name} | {r['first_s']} s | {r['same_process_s']} s | {r['new_process_s']} s |",
+              flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
