@@ -14,6 +14,9 @@ update (numba compiles, CUDA initialises), over ``--steps`` updates:
   local-attention  wav2vec 2.0 pre-training (contrastive + diversity) on waveform crops
   salad          the Big SALAD role of the small recipe, 32 x 120-frame stateful batches
 
+``--dropout-rounds N`` (CPU): each paper's update timed with speechlab's compiled dropout
+(``speechlab.nn.dropout``) and with PyTorch's, N interleaved rounds; the median ratio.
+
 Table 2 (skip with --no-losses): the losses alone, forward + backward, median ms. On a GPU:
 ``rnnt_loss`` against torchaudio's CUDA ``rnnt_loss`` at ``benchmarks/rnnt_loss.py``'s shapes
 (target: at most 1.5x), the S1-T1 graph loss against ``ctc_loss`` at
@@ -127,6 +130,27 @@ def profile(name: str, device: str, precision: str, steps: int = 3) -> dict[str,
             "kernels_per_update": round(sum(e.count for e in kernels) / steps) if cuda else None,
             "top": [{"op": e.key, "calls_per_update": round(e.count / steps, 1),
                      "ms_per_update": round(key(e) / 1000 / steps, 3)} for e in top]}
+
+
+def dropout_compare(name: str, steps: int, rounds: int) -> dict[str, Any]:
+    """Seconds per update (the trainer's steady clock) with speechlab's compiled CPU dropout
+    (``speechlab.nn.dropout``) and with PyTorch's, ``rounds`` times each, interleaved so that
+    the machine's load falls on both alike; the median of the rounds' ratios."""
+    from speechlab.nn import dropout as D
+
+    times: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for compiled in ((True, False) if r % 2 == 0 else (False, True)):
+            D.COMPILED = compiled
+            try:
+                row = throughput(name, steps, "cpu", "fp32")
+            finally:
+                D.COMPILED = True
+            times[compiled].append(row["steady_s_per_step"])
+    ratios = [a / b for a, b in zip(times[True], times[False])]
+    return {"paper": name, "compiled_s_per_step": times[True],
+            "pytorch_s_per_step": times[False],
+            "ratio_median": round(statistics.median(ratios), 3)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -281,6 +305,9 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true",
                         help="also profile a few updates of each paper (calls, kernels, top ops)")
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
+    parser.add_argument("--dropout-rounds", type=int, default=0,
+                        help="on the CPU: also time each paper's update with speechlab's "
+                             "compiled dropout and with PyTorch's, this many rounds each")
     args = parser.parse_args()
 
     from speechlab.devices import resolve
@@ -298,6 +325,12 @@ def main() -> int:
         row = throughput(name, args.steps, str(device), args.precision, args.loader_workers)
         results["throughput"].append(row)
         print(json.dumps(row), flush=True)
+    if args.dropout_rounds and device.type == "cpu":
+        results["dropout"] = []
+        for name in args.papers:
+            row = dropout_compare(name, args.steps, args.dropout_rounds)
+            results["dropout"].append(row)
+            print(json.dumps(row), flush=True)
     if args.profile:
         results["profile"] = []
         for name in args.papers:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
+from speechlab.nn.dropout import Dropout, attention
 from speechlab.nn.mask import lengths_to_mask
 
 
@@ -36,8 +36,7 @@ class SelfAttention(nn.Module):
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
         attn_mask = mask[:, None, None, :]  # (B,1,1,T): which keys each query may see
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = attention(q, k, v, attn_mask, dropout_p=self.dropout if self.training else 0.0)
         return self.out(y.transpose(1, 2).reshape(B, T, D))
 
 
@@ -49,9 +48,9 @@ class TransformerBlock(nn.Module):
         self.norm1 = nn.LayerNorm(dim)
         self.attn = SelfAttention(dim, heads, dropout)
         self.norm2 = nn.LayerNorm(dim)
-        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.GELU(), nn.Dropout(dropout),
+        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.GELU(), Dropout(dropout),
                                 nn.Linear(ff_dim, dim))
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         x = x + self.drop(self.attn(self.norm1(x), mask))
@@ -77,7 +76,7 @@ class TransformerEncoder(nn.Module):
         self.dim = dim
         self.blocks = nn.ModuleList(TransformerBlock(dim, heads, ff_dim, dropout) for _ in range(layers))
         self.norm = nn.LayerNorm(dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(self, x: Tensor, x_lens: Tensor) -> Tensor:
         """x (B,T,D), x_lens (B,) -> (B,T,D)."""

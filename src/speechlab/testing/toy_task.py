@@ -31,6 +31,7 @@ from torch import nn
 
 from speechlab.config import add_config_args, config_from_args
 from speechlab.files import atomic_path
+from speechlab.nn.dropout import Dropout
 from speechlab.train import distributed
 from speechlab.train.card import config_builder
 from speechlab.train.config import TrainConfig
@@ -70,7 +71,7 @@ class ToyModel(nn.Module):
 
     def __init__(self, dim: int, hidden: int, languages: tuple[str, ...], dropout: float) -> None:
         super().__init__()
-        self.encoder = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), nn.Dropout(dropout))
+        self.encoder = nn.Sequential(nn.Linear(dim, hidden), nn.Tanh(), Dropout(dropout))
         self.heads = nn.ModuleDict({lang: nn.Linear(hidden, 1) for lang in languages})
 
     def forward(self, x: torch.Tensor, language: str) -> torch.Tensor:

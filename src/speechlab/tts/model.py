@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from speechlab.config import check_fields, ranged
 from speechlab.train.card import config_builder, load_trained
 from speechlab.errors import ConfigError
+from speechlab.nn.dropout import Dropout
 from speechlab.nn.mask import lengths_to_mask
 from speechlab.nn.transformer import SelfAttention
 
@@ -122,7 +123,7 @@ class MusaRnn(nn.Module):
         self.embedding = embedding
         self.core = core
         self.output = output
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def init_state(self, batch: int) -> State:
         """Zero (h, c) of the core and of the output layer, each (1, B, size)."""
@@ -156,11 +157,11 @@ class SaladBlock(nn.Module):
         super().__init__()
         self.attn = SelfAttention(dim, heads, attention_dropout)
         self.norm1 = nn.LayerNorm(dim)
-        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), nn.Dropout(dropout),
+        self.ff = nn.Sequential(nn.Linear(dim, ff_dim), nn.ReLU(), Dropout(dropout),
                                 nn.Linear(ff_dim, dim))
         self.norm2 = nn.LayerNorm(dim)
-        self.attn_drop = nn.Dropout(attention_dropout)
-        self.ff_drop = nn.Dropout(dropout)
+        self.attn_drop = Dropout(attention_dropout)
+        self.ff_drop = Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         x = self.norm1(x + self.attn_drop(self.attn(x, mask)))
@@ -176,7 +177,7 @@ class Salad(nn.Module):
         self.embedding = embedding
         self.blocks = blocks
         self.output = output
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.dim = blocks[0].norm1.normalized_shape[0]
 
     def init_state(self, batch: int) -> State:

@@ -30,6 +30,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from speechlab.audio.transforms import FrameStacker, StackerState
 from speechlab.errors import ConfigError, DataError
+from speechlab.nn.dropout import Dropout, attention
 
 
 @dataclass(frozen=True)
@@ -249,15 +250,15 @@ class _CausalBlock(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
         self.norm2 = nn.LayerNorm(dim)
-        self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(), nn.Dropout(dropout),
+        self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(), Dropout(dropout),
                                  nn.Linear(ffn_dim, dim))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.attn_dropout = dropout
 
     def forward(self, x: Tensor) -> Tensor:
         q, k, v = self._qkv(x)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.attn_dropout if self.training else 0.0)
+        a = attention(q, k, v, is_causal=True,
+                      dropout_p=self.attn_dropout if self.training else 0.0)
         return self._rest(x, a)
 
     def cached(self, x: Tensor, keys: Tensor, values: Tensor, allowed: Tensor
@@ -324,7 +325,7 @@ class ConvTransformerEncoder(nn.Module):
         self.heads = heads
         self.subsampling = _CausalSubsampling(feature_dim, channels)
         self.project = nn.Linear(self.subsampling.output_dim + cond_dim, hidden_dim)
-        self.input_dropout = nn.Dropout(dropout)
+        self.input_dropout = Dropout(dropout)
         self.layers = nn.ModuleList(_CausalBlock(hidden_dim, heads, ffn_dim, dropout)
                                     for _ in range(num_layers))
         self.norm = nn.LayerNorm(hidden_dim)

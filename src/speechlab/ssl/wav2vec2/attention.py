@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.errors import ConfigError
+from speechlab.nn.dropout import attention
 
 #: Query block length of the blocked band computation (benchmarks/local_attention.py chose it:
 #: shorter blocks waste fewer out-of-band scores, longer ones make fewer, larger matmuls).
@@ -47,8 +48,7 @@ def full_attention(q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | N
                    *, dropout: float = 0.0) -> Tensor:
     """Softmax attention over every key: q, k, v (B, H, T, D) -> (B, H, T, D); ``dropout``
     on the weights (training only)."""
-    return F.scaled_dot_product_attention(q, k, v, _padding_bias(key_padding_mask, q.dtype),
-                                          dropout_p=dropout)
+    return attention(q, k, v, _padding_bias(key_padding_mask, q.dtype), dropout_p=dropout)
 
 
 def attention_weights(q: Tensor, k: Tensor, key_padding_mask: Tensor | None = None,

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from speechlab.config import check_fields, ranged
 from speechlab.train.card import config_builder, load_trained
 from speechlab.nn import lengths_to_mask
+from speechlab.nn.dropout import Dropout
 from speechlab.ssl.wav2vec2.config import Wav2Vec2Config
 from speechlab.ssl.wav2vec2.feature_encoder import FbankEncoder, FeatureEncoder
 from speechlab.ssl.wav2vec2.quantizer import GumbelQuantizer
@@ -58,8 +59,8 @@ class Wav2Vec2(nn.Module):
         self.quantizer = quantizer
         self.project_q = nn.Linear(c.codevector_dim, c.final_dim)
         self.final_proj = nn.Linear(c.dim, c.final_dim)
-        self.feature_dropout = nn.Dropout(c.feature_dropout)
-        self.quantizer_dropout = nn.Dropout(c.quantizer_dropout)
+        self.feature_dropout = Dropout(c.feature_dropout)
+        self.quantizer_dropout = Dropout(c.quantizer_dropout)
 
     def features(self, wav: Tensor, wav_lens: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """(B, S), (B,) -> conv features (B, T, C), frame lengths (B,)."""

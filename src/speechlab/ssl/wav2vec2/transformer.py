@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from speechlab.nn import lengths_to_mask
+from speechlab.nn.dropout import Dropout
 from speechlab.ssl.wav2vec2.attention import SelfAttention
 
 AttentionSink = Callable[[int, Tensor], None]
@@ -59,8 +60,8 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(dim, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, dim)
-        self.activation_dropout = nn.Dropout(activation_dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.activation_dropout = Dropout(activation_dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.dropout(self.fc2(self.activation_dropout(F.gelu(self.fc1(x)))))
@@ -78,7 +79,7 @@ class Block(nn.Module):
         self.attention_norm = nn.LayerNorm(dim, eps=eps)
         self.feed_forward = FeedForward(dim, ffn_dim, activation_dropout, dropout)
         self.final_norm = nn.LayerNorm(dim, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.layer_norm_first = layer_norm_first
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None,
@@ -104,7 +105,7 @@ class Transformer(nn.Module):
         self.norm = nn.LayerNorm(dim, eps=eps)
         self.blocks = nn.ModuleList(blocks)
         self.layer_norm_first = layer_norm_first
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, x_lens: Tensor | None = None, *,
                 on_attention: AttentionSink | None = None, per_head: bool = False,
