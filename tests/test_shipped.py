@@ -153,24 +153,48 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
         card.data["viterbi"]["acoustic_weight"]
     assert f"acoustic_weight {tuned['acoustic_weight']}" in readme
     # a run still training (no results.json yet): the command and commit come from the
-    # invocations the run recorded, and the card says it had not finished
+    # invocations of this model the run recorded (not those that trained its other models),
+    # and the card says whether this model's training had ended
     from speechlab.report.results import INVOCATIONS_NAME, read_invocations
+    from speechlab.train.checkpoint import training_ended
 
     calls = read_invocations(run)
     assert len(calls) == 1 and calls[0]["command"] == card.made_by["command"]
     with open(run / INVOCATIONS_NAME, "a") as f:
         f.write('{"command": "cut sh')  # a line cut short by a kill is skipped
+        f.write('\n{"command": "speechlab train topologies hi_S1-T1 --out r", '
+                '"git_commit": "0ther"}\n')  # another model's, recorded without its name
+        f.write('{"command": "python -m speechlab train", "git_commit": "0ther", '
+                '"model": "hi_S1-T1"}\n')
     (run / "results.json").rename(run / "results.json.away")
     elsewhere = tmp_path / "early"
     assert main(["models", "ship", model, "--name", "en_ctc_early", "--corpus", str(corpus),
                  "--to", str(elsewhere)]) == 0
     (run / "results.json.away").rename(run / "results.json")
     early = read_card(elsewhere / "en_ctc_early").made_by
-    assert early["unfinished"] is True and early["invocations"] == calls
+    assert early["invocations"] == calls
     assert (early["command"], early["git_commit"]) == (calls[0]["command"], calls[0]["git_commit"])
     assert early["step"] == card.made_by["step"]
+    # the ci run trains to its max_steps: this model's training has ended, not the run's
+    ended = training_ended(Path(model))
+    assert ended is not None and early["training_ended"] == ended
+    assert "unfinished" not in early
     readme = (elsewhere / "en_ctc_early" / "README.md").read_text()
+    why = ("its last update (`max_steps`)" if ended["reason"] == "max_steps"
+           else "early stopping on the dev split")
+    assert f"its training had ended (by {why}, at update {ended['step']})" in readme
+    assert "0ther" not in readme
+    assert "had not finished" not in readme
+    # a model still training: the card says so
+    from dataclasses import replace as replaced
+
+    from speechlab.shipping import _readme
+
+    training = {k: v for k, v in early.items() if k != "training_ended"}
+    readme = _readme("en_ctc_early", replaced(read_card(elsewhere / "en_ctc_early"),
+                                              made_by=dict(training, unfinished=True)), 1.0)
     assert "had not finished" in readme and f"(update {early['step']})" in readme
+    assert "its training had ended" not in readme
     assert "written before the first of them" not in readme  # trained after its start
     # a run older than its record: its checkpoint predates the first recorded start
     from speechlab.shipping import _before_first_start

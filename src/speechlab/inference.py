@@ -294,16 +294,22 @@ def export(model: str | Path, out: str | Path, *, overwrite: bool = False,
         except (json.JSONDecodeError, UnicodeDecodeError, AttributeError):
             pass  # a run without readable results still exports its model
     elif run is not None:
-        # A run still training: the commands and commits that started and resumed it.
-        from speechlab.report.results import read_invocations
+        # A run still training: the commands and commits that started and resumed this model
+        # (not the run's other models), and whether this model's training has ended.
+        from speechlab.report.results import invocations_for
+        from speechlab.train.checkpoint import training_ended
 
-        calls = read_invocations(run)
+        calls = invocations_for(run, source.name)
         if calls:
             made_by["command"] = calls[-1]["command"]
             made_by["git_commit"] = calls[-1]["git_commit"]
             made_by["run"] = str(run)
-            made_by["unfinished"] = True
             made_by["invocations"] = calls
+            ended = training_ended(source)
+            if ended is None:
+                made_by["unfinished"] = True
+            else:
+                made_by["training_ended"] = ended
     made_by.update({k: v for k, v in trained.items() if k != "file"})
     from dataclasses import replace
 

@@ -56,7 +56,7 @@ def test_two_processes_train_resume_and_leave_a_reproduce_directory(tmp_path, co
     # each start is recorded once (rank 0), so a model shipped from the run names its command
     calls = read_invocations(out)
     assert len(calls) == 2 and all(" train multisoftmax multisoftmax " in c["command"]
-                                   for c in calls)
+                                   and c["model"] == "multisoftmax" for c in calls)
     steps = [r["step"] for r in read_log(model_dir / "log.jsonl") if r["kind"] == "train"]
     assert steps == [2, 4]  # ci logs every 2 updates; nothing logged twice after the resume
 

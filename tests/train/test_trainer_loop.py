@@ -14,7 +14,7 @@ from torch import nn
 from speechlab.errors import SpeechlabError
 from speechlab.files import exclusive_dir
 from speechlab.testing.toy_task import ToyConfig, ToyTask, build_model
-from speechlab.train.checkpoint import list_checkpoints, load_checkpoint
+from speechlab.train.checkpoint import list_checkpoints, load_checkpoint, training_ended
 from speechlab.train.config import OptimConfig, TrainConfig
 from speechlab.train.log import read_log
 from speechlab.train.sampler import BucketBatches, MapBatches
@@ -151,8 +151,11 @@ def test_early_stopping(tmp_path, mode, values, stop_at, best):
     model = nn.Linear(3, 1, bias=False)
     task = LinearTask([[1, 0, 0]] * 10, metrics=values)
     c = cfg(max_steps=100, valid_every=2, patience=2, early_stop_mode=mode, checkpoint_every=3)
+    assert training_ended(tmp_path) is None  # nothing trained yet
     result = Trainer(model, task, c, tmp_path).fit()
     assert result.stopped_early
+    # what a package shipped from the directory says of it
+    assert training_ended(tmp_path) == {"step": 2 * stop_at, "reason": "early stopping"}
     assert task.validations == stop_at
     assert result.steps == 2 * stop_at
     assert result.best_metric == values[best - 1] and result.best_step == 2 * best
@@ -212,6 +215,7 @@ def test_resume_after_crash_is_exact(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         Trainer(build_model(toy), CrashingToyTask(toy, crash_at=14), c, tmp_path / "run").fit()
     assert [s for s, _ in list_checkpoints(tmp_path / "run")] == [5, 10]
+    assert training_ended(tmp_path / "run") is None  # cut short: it has not ended
     assert max(r["step"] for r in read_log(tmp_path / "run" / "log.jsonl")) > 10
     model = build_model(toy)
     result = Trainer(model, ToyTask(toy), c, tmp_path / "run").fit()
@@ -379,6 +383,7 @@ def test_a_time_limit_ends_the_run_early_for_good(tmp_path, monkeypatch):
     assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2, 3]
     assert [r["step"] for r in records if r["kind"] == "valid"] == [3]
     assert (tmp_path / "ckpt-00000003.pt").exists()
+    assert training_ended(tmp_path) == {"step": 3, "reason": "time limit"}
     # Run again: the run is over, nothing more is trained.
     again = Trainer(nn.Linear(3, 1, bias=False), ClockedTask(clock, [[1, 2, 3]] * 8,
                                                               metrics=[0.5]),
@@ -390,5 +395,6 @@ def test_a_time_limit_ends_the_run_early_for_good(tmp_path, monkeypatch):
                                                              metrics=[0.5, 0.4]),
                    cfg(max_steps=8, valid_every=5, checkpoint_every=2), tmp_path).fit()
     assert more.steps == 8
+    assert training_ended(tmp_path) == {"step": 8, "reason": "max_steps"}
     assert [r["step"] for r in read_log(result.log_path) if r["kind"] == "train"] == \
         list(range(1, 9))

@@ -250,7 +250,9 @@ def train_one(run: Run, model: str) -> Path | None:
         if ctx.is_main:
             run.out.mkdir(parents=True, exist_ok=True)
             save_config(run.cfg, run.out / CONFIG_NAME)
-            record_invocation(run.out)  # a model shipped before the run ends names this
+            # which command and code trained the model: one shipped before the run ends
+            # names them
+            record_invocation(run.out, model=model)
             data = run.paper.prepare(run.cfg, run.out, run.corpus, write=True)
         distributed.barrier()
         if not ctx.is_main:

@@ -317,14 +317,19 @@ def collect_meta(started: float | None = None, argv: list[str] | None = None) ->
 # a run directory appends its command line and commit here, so that a model taken from a run
 # that has not finished (no results.json yet) can still say which command and code trained it.
 INVOCATIONS_NAME = "invocations.jsonl"
-_INVOCATION_KEYS = ("command", "git_commit", "git_dirty", "date_utc")
+_INVOCATION_KEYS = ("command", "git_commit", "git_dirty", "date_utc", "model")
 
 
-def record_invocation(run_dir: str | Path, argv: list[str] | None = None) -> None:
+def record_invocation(run_dir: str | Path, argv: list[str] | None = None,
+                      model: str | None = None) -> None:
     """Append this process's command line, commit and date to ``run_dir``'s
-    :data:`INVOCATIONS_NAME` (one JSON line, written whole)."""
+    :data:`INVOCATIONS_NAME` (one JSON line, written whole); ``model``: the one model of the
+    run this process trains (None: the whole run)."""
     meta = collect_meta(argv=argv)
-    line = json.dumps({k: meta.get(k) for k in _INVOCATION_KEYS}, ensure_ascii=False) + "\n"
+    item = {k: meta.get(k) for k in _INVOCATION_KEYS if k != "model"}
+    if model is not None:
+        item["model"] = model
+    line = json.dumps(item, ensure_ascii=False) + "\n"
     with open(Path(run_dir) / INVOCATIONS_NAME, "a", encoding="utf-8") as f:
         f.write(line)
 
@@ -341,6 +346,31 @@ def read_invocations(run_dir: str | Path) -> list[dict[str, Any]]:
             item = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(item, dict):
-            out.append({k: item.get(k) for k in _INVOCATION_KEYS})
+        if isinstance(item, dict):  # "model" only where it was written
+            out.append({k: item.get(k) for k in _INVOCATION_KEYS
+                        if k != "model" or item.get("model")})
+    return out
+
+
+def invocations_for(run_dir: str | Path, model: str) -> list[dict[str, Any]]:
+    """The invocations of ``run_dir`` that trained ``model``: those of the whole run
+    (``reproduce``) and those of ``train PAPER MODEL`` for it, not another model's. A line
+    written before invocations named their model is read from its command."""
+    import shlex
+
+    def trained(call: dict[str, Any]) -> str | None:
+        if call.get("model"):
+            return str(call["model"])
+        try:
+            words = shlex.split(str(call.get("command") or ""))
+        except ValueError:
+            return None
+        at = words.index("train") if "train" in words else -1
+        return words[at + 2] if 0 <= at < len(words) - 2 else None
+
+    out = []
+    for call in read_invocations(run_dir):
+        named = trained(call)
+        if named is None or named == model:
+            out.append(call)
     return out

@@ -123,6 +123,30 @@ def checkpoint_summary(path: str | Path) -> dict[str, Any]:
     return out
 
 
+def training_ended(out_dir: str | Path) -> dict[str, Any] | None:
+    """How the training in ``out_dir`` ended, read from its newest periodic checkpoint without
+    reading its tensors: ``{"step": N, "reason": "early stopping" | "max_steps" | "time
+    limit"}`` (the rules that end a run for good: rerunning it trains no more), or None while
+    it has not (no checkpoint, or one written before any of them ended it)."""
+    latest = latest_checkpoint(out_dir)
+    if latest is None:
+        return None
+    ckpt = load_checkpoint(latest, mmap=True)
+    step = ckpt.get("step")
+    trainer = ckpt.get("trainer") if isinstance(ckpt.get("trainer"), dict) else {}
+    config = ckpt.get("config") if isinstance(ckpt.get("config"), dict) else {}
+    if not isinstance(step, int):
+        return None
+    if trainer.get("stopped"):
+        return {"step": step, "reason": "early stopping"}
+    if isinstance(config.get("max_steps"), int) and step >= config["max_steps"]:
+        return {"step": step, "reason": "max_steps"}
+    minutes, elapsed = config.get("max_minutes"), trainer.get("elapsed")
+    if minutes and isinstance(elapsed, (int, float)) and elapsed >= 60 * minutes:
+        return {"step": step, "reason": "time limit"}
+    return None
+
+
 def checkpoint_path(out_dir: str | Path, step: int) -> Path:
     return Path(out_dir) / CHECKPOINT_NAME.format(step=step)
 
