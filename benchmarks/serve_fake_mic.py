@@ -109,10 +109,24 @@ def _page_text(url: str, model_name: str, wav: Path, speech_end: float,
             browser.close()
 
 
-def _wer(reference: str, hypothesis: str) -> float:
+def _wer(reference: str, hypothesis: str, language: str) -> float:
+    """WER with both sides normalised as the corpus's figures are (case, punctuation)."""
     from speechlab.metrics.error_rate import wer
+    from speechlab.text.normalize import normalize_text
 
-    return wer([reference], [hypothesis]).wer
+    return wer([normalize_text(reference, language)],
+               [normalize_text(hypothesis, language)]).wer
+
+
+def _language(model: str, given: str | None) -> str:
+    """The language the references are normalised for: the one given, else the model's
+    first."""
+    if given:
+        return given
+    from speechlab.package import read_card
+    from speechlab.shipped import resolve
+
+    return (read_card(resolve(model)).languages or ["en"])[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             if line.strip():
                 name, _, text = line.partition("\t")
                 refs[Path(name).name] = text
+    language = _language(args.model, args.language) if refs else ""
     path = Path(args.model)
     serve_args = [str(path)] if path.exists() else []
     name = path.name
@@ -161,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             ref = refs.get(wav.name)
             if ref is not None:
                 row["reference"] = ref
-                row["wer_page"] = _wer(ref, page)
-                row["wer_file"] = _wer(ref, file_cli)
+                row["wer_page"] = _wer(ref, page, language)
+                row["wer_file"] = _wer(ref, file_cli, language)
             results.append(row)
             print(f"{'same' if ok else 'DIFFERS'}  {wav.name}\n  page:         {page}\n"
                   f"  cli (sent):   {cli}\n  cli (file):   {file_cli}"
