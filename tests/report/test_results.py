@@ -133,6 +133,20 @@ def test_collect_meta():
     json.dumps(meta)  # must be storable in results.json
 
 
+def test_the_commit_is_the_one_the_process_started_with(monkeypatch):
+    """A run that writes its results hours after it started names the code it runs, not a
+    commit checked out meanwhile."""
+    from speechlab.report import results
+
+    heads = iter(["a" * 40, "b" * 40])
+    monkeypatch.setattr(results, "_CHECKOUT", None)
+    monkeypatch.setattr(results, "_git", lambda *args: next(heads) if args[0] == "rev-parse"
+                        else "")
+    assert collect_meta()["git_commit"] == "a" * 40  # the start of the run
+    later = collect_meta()
+    assert (later["git_commit"], later["git_dirty"]) == ("a" * 40, False)
+
+
 def test_a_figure_with_nothing_to_measure_reads_n_a_not_nan():
     """F0 error over a test set without voiced frames is NaN: the table says n/a."""
     import math

@@ -288,18 +288,33 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# The checkout's commit and state as this process first read them: a long run's results name
+# the code it started with (the code it runs), not a commit checked out while it ran.
+_CHECKOUT: tuple[str | None, bool | None] | None = None
+
+
+def _checkout() -> tuple[str | None, bool | None]:
+    """(commit, whether tracked files differ from it) of speechlab's checkout, read once per
+    process; (None, None) outside a git checkout."""
+    global _CHECKOUT
+    if _CHECKOUT is None:
+        commit = _git("rev-parse", "HEAD")
+        dirty = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+        _CHECKOUT = (commit, None if dirty is None else bool(dirty))
+    return _CHECKOUT
+
+
 def collect_meta(started: float | None = None, argv: list[str] | None = None) -> dict[str, Any]:
     """Run information for ``Results.meta``: command line, git commit, wall time, host.
 
     ``started`` is a ``time.time()`` taken when the run began; ``argv`` defaults to
     ``sys.argv``.
     """
-    commit = _git("rev-parse", "HEAD")
-    dirty = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    commit, dirty = _checkout()
     meta: dict[str, Any] = {
         "command": shlex.join(sys.argv if argv is None else argv),
         "git_commit": commit,
-        "git_dirty": None if dirty is None else bool(dirty),
+        "git_dirty": dirty,
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "platform": platform.platform(),
