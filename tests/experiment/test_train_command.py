@@ -135,6 +135,21 @@ def test_train_names_models_it_does_not_know_and_missing_seeds(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_model_another_process_trains_is_refused_and_its_start_not_recorded(tmp_path):
+    """A second `speechlab train` of a model in training fails at once, and a package shipped
+    from the run does not name it as the model's last start."""
+    from speechlab.errors import SpeechlabError
+    from speechlab.experiment import load_run, train_one
+    from speechlab.files import exclusive_dir
+    from speechlab.papers import get_paper
+
+    run = load_run(get_paper("multisoftmax"), "ci", tmp_path / "run")
+    with exclusive_dir(tmp_path / "run" / "models" / "multisoftmax", "a training run"):
+        with pytest.raises(SpeechlabError, match="in use by another process"):
+            train_one(run, "multisoftmax")
+    assert read_invocations(tmp_path / "run") == []
+
+
 def test_decode_one_model_now_writes_its_tuned_settings_and_keeps_the_result(tmp_path, corpus,
                                                                              capsys, caplog):
     """`speechlab decode` on a model whose run has not finished: the acoustic weight tuned on

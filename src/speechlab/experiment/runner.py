@@ -36,6 +36,7 @@ from speechlab.experiment.jobs import DecodeJob, TrainJob
 from speechlab.experiment.recipes import load_recipe
 from speechlab.experiment.reproduction import Reproduction, Run
 from speechlab.experiment.scheduler import Work, run_jobs
+from speechlab.files import exclusive_dir
 from speechlab.processes import seed_everything
 from speechlab.report.results import collect_meta, record_invocation
 
@@ -248,6 +249,10 @@ def train_one(run: Run, model: str) -> Path | None:
                               f"{run.out}: train it first (speechlab train {run.paper.name} "
                               f"{seed.name} --out {run.out})")
         if ctx.is_main:
+            # A model another process is training now is refused before anything is written
+            # or recorded as a start of it (the trainer holds the same lock while it trains).
+            with exclusive_dir(run.models_dir / model, "a training run"):
+                pass
             run.out.mkdir(parents=True, exist_ok=True)
             save_config(run.cfg, run.out / CONFIG_NAME)
             # which command and code trained the model: one shipped before the run ends
