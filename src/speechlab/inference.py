@@ -435,8 +435,9 @@ def transcribe_speech(model: Recognizer, audio: Any, sample_rate: int = 16000,
     :class:`~speechlab.audio.vad.VadConfig`) and each piece transcribed by ``model`` (any
     recognizer, ``options`` as its ``transcribe`` takes them): silence never reaches the
     search. The texts are joined; word times count from the start of the audio;
-    ``extra["segments"]`` lists each piece's start, end, text and language; the language is
-    the one most pieces had."""
+    ``extra["segments"]`` lists each piece's start, end, text and language (and its n-best,
+    asked with ``nbest``: the alternatives are a piece's, as a stream's are an utterance's);
+    the language is the one most pieces had."""
     from speechlab.audio.io import as_samples, load_audio
     from speechlab.audio.vad import SAMPLE_RATE, VadConfig, speech_segments
 
@@ -458,8 +459,16 @@ def transcribe_speech(model: Recognizer, audio: Any, sample_rate: int = 16000,
     language = max(set(languages), key=languages.count) if languages else (
         options.get("language") or (model.languages[0] if len(model.languages) == 1 else None))
     return Transcript(" ".join(r.text for _, _, r in pieces if r.text), language, None, words,
-                      extra={"segments": [{"start": s, "end": e, "text": r.text,
-                                           "language": r.language} for s, e, r in pieces]})
+                      extra={"segments": [_segment(s, e, r) for s, e, r in pieces]})
+
+
+def _segment(start: float, end: float, piece: Transcript) -> dict[str, Any]:
+    """One voice-activity piece of :func:`transcribe_speech` as ``extra["segments"]`` lists it."""
+    out: dict[str, Any] = {"start": start, "end": end, "text": piece.text,
+                           "language": piece.language}
+    if piece.nbest is not None:
+        out["nbest"] = [{"text": t, "p": round(p, 4)} for t, p in piece.nbest]
+    return out
 
 
 def _print_result(wav: Path, result: Transcript, as_json: bool) -> None:
@@ -580,7 +589,8 @@ def add_commands(sub: Any) -> None:
                         "hotword (default 2)")
     t.add_argument("--nbest", type=int, default=None, metavar="N",
                    help="with --json: the N most probable distinct texts with their "
-                        "posteriors (nbest), and each word's confidence")
+                        "posteriors (nbest; with --vad, each segment's), and each word's "
+                        "confidence")
     t.add_argument("--json", action="store_true",
                    help="one JSON object per file: file, text, language, lid, words")
     t.add_argument("--stream", action="store_true",

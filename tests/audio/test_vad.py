@@ -105,4 +105,12 @@ def test_any_recognizer_transcribes_only_the_speech(talk, tmp_path, capsys):
     assert len(out["segments"]) == 3
     for segment, (a, b) in zip(out["segments"], spans):
         assert segment["start"] <= a + 0.1 and segment["end"] >= b - 0.25
+    assert not any("nbest" in segment for segment in out["segments"])
+    # --nbest with --vad: each piece's alternatives, in its segment
+    assert main(["transcribe", str(pkg), str(wav), "--vad", "--json", "--nbest", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    for segment in out["segments"]:
+        assert 1 <= len(segment["nbest"]) <= 2
+        assert segment["nbest"][0]["text"] == segment["text"]
+        assert all(0.0 <= alt["p"] <= 1.0 for alt in segment["nbest"])
     assert main(["transcribe", str(pkg), str(wav), "--vad", "--stream"]) == 2
