@@ -113,8 +113,14 @@ class Transcript:
                                                       for k, v in self.lid.items()},
                    words=None if self.words is None else [w.to_json() for w in self.words])
         if self.nbest is not None:
-            out["nbest"] = [{"text": t, "p": round(p, 4)} for t, p in self.nbest]
+            out["nbest"] = self.nbest_json()
         return out
+
+    def nbest_json(self) -> list[dict[str, Any]] | None:
+        """The n-best as JSON lists it (``[{"text", "p"}, ...]``), None when not asked for."""
+        if self.nbest is None:
+            return None
+        return [{"text": t, "p": round(p, 4)} for t, p in self.nbest]
 
 
 def words_from_tokens(symbols: Sequence[str], frames: Sequence[int], frame_seconds: float, *,

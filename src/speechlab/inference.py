@@ -467,7 +467,7 @@ def _segment(start: float, end: float, piece: Transcript) -> dict[str, Any]:
     out: dict[str, Any] = {"start": start, "end": end, "text": piece.text,
                            "language": piece.language}
     if piece.nbest is not None:
-        out["nbest"] = [{"text": t, "p": round(p, 4)} for t, p in piece.nbest]
+        out["nbest"] = piece.nbest_json()
     return out
 
 

@@ -159,28 +159,27 @@ def _readme(name: str, card: Any, size_mb: float) -> str:
              f"- run: `{made.get('run') or made.get('source', 'unknown')}`, checkpoint "
              f"`{made.get('checkpoint', '-')}`"
              + (f" (update {made['step']})" if isinstance(made.get("step"), int) else "")]
+    # the commits the run's recorded starts of this model used, in order
+    commits = ", ".join(f"`{c}`" for c in dict.fromkeys(
+        str(c.get("git_commit") or "unknown")[:7] for c in made.get("invocations") or []))
     if made.get("unfinished"):
-        commits = list(dict.fromkeys(str(c.get("git_commit") or "unknown")[:7]
-                                     for c in made.get("invocations") or []))
         which = ("its best so far on the dev split" if made.get("checkpoint") == "best.pt"
                  else "its newest")
         lines += [f"- the run had not finished when this model was shipped: the checkpoint is "
                   f"{which}, and the command resumes the run; the command and commit above are "
-                  "those of its last start, and the starts recorded in the run used commit(s) "
-                  f"{', '.join(f'`{c}`' for c in commits)}"
+                  f"those of its last start, and the starts recorded in the run used commit(s) "
+                  f"{commits}"
                   + ("; the checkpoint was written before the first of them (the run is older "
                      "than its record)" if _before_first_start(made) else "")]
     ended = made.get("training_ended")
     if isinstance(ended, dict):
-        commits = list(dict.fromkeys(str(c.get("git_commit") or "unknown")[:7]
-                                     for c in made.get("invocations") or []))
         why = {"early stopping": "early stopping on the dev split",
                "time limit": "its time limit (`max_minutes`)"}.get(
                    str(ended.get("reason")), "its last update (`max_steps`)")
         lines += [f"- its training had ended (by {why}, at update {ended.get('step')}) when "
                   "it was shipped; the run's other models had not, so the run has no report "
                   "yet; the command and commit above are those of this model's last start, and "
-                  f"its starts used commit(s) {', '.join(f'`{c}`' for c in commits)}"]
+                  f"its starts used commit(s) {commits}"]
     weights = made.get("weights")
     if isinstance(weights, dict):
         lines += [f"- weights: the run's moving average of its weights (`ema_decay` "

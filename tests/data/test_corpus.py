@@ -127,6 +127,29 @@ def test_a_festival_voice_cannot_be_both_heard_and_unseen():
         CorpusConfig(effects=AugmentPlan(channels=("carrier-pigeon",)))
 
 
+def test_every_family_names_a_voice_and_an_accent_its_synthesizer_has():
+    from speechlab.data import festival
+    from speechlab.data.synth import ACCENTS, FESTIVAL_ACCENTS
+
+    for family, base in BASE_VOICES.items():
+        if base.engine == "festival":
+            assert base.voice in festival.VOICES and base.accent in FESTIVAL_ACCENTS, family
+        else:
+            assert base.accent in ACCENTS, family
+    # the accented English voices are in no default; a corpus may hear them, or keep them unseen
+    defaults = CorpusConfig()
+    accented = {f for f, b in BASE_VOICES.items() if b.accent == "respelt"}
+    assert len(accented) == 7
+    assert not accented & {f for table in (defaults.voices, defaults.unseen_voices)
+                           for fams in table.values() for f in fams}
+    cfg = CorpusConfig(unseen_voices={"en": {"en-ked": 1.0, "en-lp": 1.0}})
+    assert cfg.families("en", UNSEEN) == {"en-ked": 1.0, "en-lp": 1.0}
+    with pytest.raises(ConfigError, match="en-lp.*also speak in training"):
+        CorpusConfig(voices={"en": {"en-us": 1.0, "en-lp": 1.0}, "hi": {"hi": 1.0},
+                             "ta": {"ta": 1.0}, "gu": {"gu": 1.0}},
+                     unseen_voices={"en": {"en-lp": 1.0}})
+
+
 def _manifest_lines(corpus_dir: Path) -> dict[str, list[str]]:
     out = {}
     for p in sorted(corpus_dir.glob("*.jsonl.gz")):

@@ -10,6 +10,7 @@ import pytest
 from speechlab.data import festival
 from speechlab.data.festival import FestivalItem, synthesize, to_devanagari
 from speechlab.errors import MissingToolError
+from speechlab.text.respell import respell
 
 EN = "The weather was fine and the market was full of people."
 HI = "आज मौसम अच्छा है और बाजार में बहुत लोग हैं।"
@@ -24,12 +25,26 @@ def test_gujarati_and_tamil_become_devanagari_the_hindi_voice_reads():
 
 @pytest.mark.parametrize("voice", sorted(festival.VOICES))
 def test_every_voice_speaks_at_16k_the_same_samples_every_run(voice):
-    text = HI if voice.startswith("hindi") else EN
+    language = festival.VOICES[voice].language
+    # the voices of other languages read English respelt in their spelling
+    text = {"hi": HI, "en": EN}.get(language) or respell(EN, language)
     a, b = synthesize([FestivalItem(text, voice)]), synthesize([FestivalItem(text, voice)])
     assert a[0].dtype == np.int16 and np.array_equal(a[0], b[0])
     seconds = len(a[0]) / 16000
     assert 1.5 < seconds < 8.0, seconds
     assert np.sqrt(np.mean(a[0].astype(float) ** 2)) > 300  # speech, not silence
+
+
+def test_text_reaches_a_voice_in_its_encoding(tmp_path):
+    # festival's Czech voice reads ISO 8859-2: UTF-8 bytes of "č" would be read as two letters
+    # (the sentence spoken letter by letter, twice as long)
+    script = festival._script([FestivalItem("čaj", "czech_dita"), FestivalItem(EN, "kal_diphone")],
+                              tmp_path)
+    assert "čaj".encode("iso-8859-2") in script and "čaj".encode() not in script
+    respelt = respell(EN, "cs")
+    czech, = synthesize([FestivalItem(respelt, "czech_dita")])
+    english, = synthesize([FestivalItem(EN, "kal_diphone")])
+    assert 0.6 < len(czech) / len(english) < 1.6
 
 
 def test_stretch_slows_the_speech():

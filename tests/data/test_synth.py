@@ -47,6 +47,20 @@ def test_unknown_voice_and_accent_are_named():
         render(SynthRequest("hello there friend", "en", accent="klingon"))
 
 
+def test_a_respelt_request_is_english_read_by_a_voice_of_another_language():
+    from speechlab.data.corpus import BASE_VOICES
+    from speechlab.text.respell import respell
+
+    text = "Open the file, then save it."
+    base = BASE_VOICES["en-lp"]
+    req = SynthRequest(text, base.voice, engine=base.engine, accent=base.accent)
+    respelt = SynthRequest(respell(text, "it"), base.voice, engine="festival")
+    audio, same = render(req), render(respelt)
+    assert 1.0 < len(audio) / SAMPLE_RATE < 4.0 and np.array_equal(audio, same)
+    with pytest.raises(DataError, match="unknown festival accent 'klingon'"):
+        render(SynthRequest(text, base.voice, engine="festival", accent="klingon"))
+
+
 def test_batches_are_reproducible_across_processes_and_worker_counts():
     reqs = [SynthRequest(HI, "hi+f1", pitch=40, noise_snr_db=15.0, seed=7),
             SynthRequest("Please save your work before closing.", "hi+m2",

@@ -80,7 +80,9 @@ class BaseVoice:
 # the Hindi inventory, spoken by the Hindi voice; see speechlab.data.synth). The festival
 # families are speechlab.data.festival's voices; "gu-nsk" and "ta-nsk" are the Hindi voice
 # reading Gujarati and Tamil text letter by letter in Devanagari: a Hindi speaker's reading,
-# the only voice other than espeak-ng's that those languages have here.
+# the only voice other than espeak-ng's that those languages have here. "en-dita" ... "en-pc"
+# are festival's Czech, Finnish and Italian speakers reading English respelt in their own
+# spelling (speechlab.text.respell): accented English, in no default (see docs/corpus.md).
 BASE_VOICES: dict[str, BaseVoice] = {
     "en-in": BaseVoice("hi", "indian_english"),
     "en-gb": BaseVoice("en"),  # espeak-ng's British English voice is named "en"
@@ -89,6 +91,13 @@ BASE_VOICES: dict[str, BaseVoice] = {
     "en-kal": BaseVoice("kal_diphone", engine="festival"),
     "en-ked": BaseVoice("ked_diphone", engine="festival"),
     "en-slt": BaseVoice("cmu_us_slt_arctic_hts", engine="festival"),
+    "en-dita": BaseVoice("czech_dita", "respelt", engine="festival"),
+    "en-machac": BaseVoice("czech_machac", "respelt", engine="festival"),
+    "en-ph": BaseVoice("czech_ph", "respelt", engine="festival"),
+    "en-lj": BaseVoice("suo_fi_lj_diphone", "respelt", engine="festival"),
+    "en-mv": BaseVoice("hy_fi_mv_diphone", "respelt", engine="festival"),
+    "en-lp": BaseVoice("lp_diphone", "respelt", engine="festival"),
+    "en-pc": BaseVoice("pc_diphone", "respelt", engine="festival"),
     "hi": BaseVoice("hi"),
     "hi-nsk": BaseVoice("hindi_NSK_diphone", engine="festival"),
     "ta": BaseVoice("ta"),

@@ -4,7 +4,11 @@ Debian packages four festival voices that speechlab trains on: the English kal a
 voices (``festvox-kallpc16k``, ``festvox-kdlpc16k``: two men, LPC diphones cut from recordings),
 the SLT HTS voice (``festvox-us-slt-hts``: a woman, a statistical parametric voice) and the Hindi
 NSK diphone voice (``festvox-hi-nsk``). They are speech of another kind than espeak-ng's formant
-synthesis: what a model must hear to recognise more than one synthesizer.
+synthesis: what a model must hear to recognise more than one synthesizer. Seven more are
+speakers of Czech, Finnish and Italian (three women, four men); they read English respelt in
+their own spelling (:mod:`speechlab.text.respell`): English with their voices and accents, for
+the accented-English checks (``benchmarks/accented_english.py``) and for a corpus that asks for
+them (``en-dita`` ... in :data:`speechlab.data.corpus.BASE_VOICES`).
 
 A batch is one Scheme script run by ``festival -b``: starting festival and loading a voice
 costs about 0.2 s, synthesizing a sentence with a diphone voice about 10 ms per second of
@@ -38,19 +42,33 @@ SAMPLE_RATE = 16000
 
 @dataclass(frozen=True)
 class FestivalVoice:
-    """One of festival's voices: its Scheme name (``voice_<name>``), its Debian package, and
-    the native sample rate of its waves."""
+    """One of festival's voices: its Scheme name (``voice_<name>``), its Debian package, the
+    native sample rate of its waves, its language and the encoding it reads text in (the Czech
+    and Finnish voices read 8-bit text)."""
 
     name: str
     package: str
     sample_rate: int
+    language: str = "en"
+    encoding: str = "utf-8"
 
 
 VOICES: dict[str, FestivalVoice] = {
     "kal_diphone": FestivalVoice("kal_diphone", "festvox-kallpc16k", 16000),
     "ked_diphone": FestivalVoice("ked_diphone", "festvox-kdlpc16k", 16000),
     "cmu_us_slt_arctic_hts": FestivalVoice("cmu_us_slt_arctic_hts", "festvox-us-slt-hts", 32000),
-    "hindi_NSK_diphone": FestivalVoice("hindi_NSK_diphone", "festvox-hi-nsk", 16000),
+    "hindi_NSK_diphone": FestivalVoice("hindi_NSK_diphone", "festvox-hi-nsk", 16000, "hi"),
+    # speakers of other languages (women: dita, lj, lp; men: machac, ph, mv, pc)
+    "czech_dita": FestivalVoice("czech_dita", "festvox-czech-dita", 32000, "cs", "iso-8859-2"),
+    "czech_machac": FestivalVoice("czech_machac", "festvox-czech-machac", 32000, "cs",
+                                  "iso-8859-2"),
+    "czech_ph": FestivalVoice("czech_ph", "festvox-czech-ph", 44100, "cs", "iso-8859-2"),
+    "suo_fi_lj_diphone": FestivalVoice("suo_fi_lj_diphone", "festvox-suopuhe-lj", 22050, "fi",
+                                       "iso-8859-1"),
+    "hy_fi_mv_diphone": FestivalVoice("hy_fi_mv_diphone", "festvox-suopuhe-mv", 22050, "fi",
+                                      "iso-8859-1"),
+    "lp_diphone": FestivalVoice("lp_diphone", "festvox-italp16k", 16000, "it", "iso-8859-1"),
+    "pc_diphone": FestivalVoice("pc_diphone", "festvox-itapc16k", 16000, "it", "iso-8859-1"),
 }
 
 
@@ -90,25 +108,29 @@ def _scheme_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _script(items: Sequence[FestivalItem], out_dir: Path) -> str:
+def _script(items: Sequence[FestivalItem], out_dir: Path) -> bytes:
+    """The Scheme script speaking ``items``; each utterance's text in its voice's encoding (a
+    character the encoding lacks becomes ``?``)."""
     lines, voice, stretch = [], None, None
     for i, item in enumerate(items):
         if item.voice != voice:
-            lines.append(f"(voice_{item.voice})")
+            lines.append(f"(voice_{item.voice})".encode())
             voice, stretch = item.voice, None
         if item.stretch != stretch:
-            lines.append(f"(Parameter.set 'Duration_Stretch {item.stretch:.4f})")
+            lines.append(f"(Parameter.set 'Duration_Stretch {item.stretch:.4f})".encode())
             stretch = item.stretch
-        lines.append(f"(set! u (utt.synth (Utterance Text {_scheme_string(item.text)})))")
-        lines.append(f"(utt.save.wave u {_scheme_string(str(out_dir / f'{i}.wav'))} 'riff)")
-    return "\n".join(lines) + "\n"
+        text = _scheme_string(item.text).encode(VOICES[item.voice].encoding, errors="replace")
+        lines.append(b"(set! u (utt.synth (Utterance Text " + text + b")))")
+        lines.append(f"(utt.save.wave u {_scheme_string(str(out_dir / f'{i}.wav'))} 'riff)"
+                     .encode())
+    return b"\n".join(lines) + b"\n"
 
 
 def _run(items: Sequence[FestivalItem], work: Path) -> list[np.ndarray | None]:
     """One festival process for ``items``: int16 waves at each voice's native rate, None for
     those it did not write (it stopped before them)."""
     script = work / "batch.scm"
-    script.write_text(_script(items, work), encoding="utf-8")
+    script.write_bytes(_script(items, work))
     subprocess.run(dies_with_parent(["festival", "-b", str(script)]), capture_output=True,
                    timeout=600)
     out: list[np.ndarray | None] = []

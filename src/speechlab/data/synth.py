@@ -46,6 +46,7 @@ import numpy as np
 from speechlab.audio.augment import NOISE_COLORS, Effect, add_noise, apply_effects
 from speechlab.data import festival
 from speechlab.errors import DataError, MissingToolError
+from speechlab.text.respell import prime, respell
 
 __all__ = ["NOISE_COLORS", "add_noise", "SynthRequest", "render", "synthesize_batch",
            "BatchSynthesizer", "ENGINES"]
@@ -74,8 +75,10 @@ class SynthRequest:
         voice: espeak-ng voice name with optional variant, e.g. ``"hi+f2"``, ``"en-gb+m3"``;
             for festival, one of :data:`speechlab.data.festival.VOICES`.
         engine: key of :data:`ENGINES` (``"espeak-ng"`` or ``"festival"``).
-        accent: key of :data:`ACCENTS` (``"native"``, ``"indian_english"``; for festival,
-            ``"native"`` or ``"devanagari"``: Gujarati/Tamil text read by the Hindi voice).
+        accent: key of :data:`ACCENTS` (``"native"``, ``"indian_english"``; for festival, a
+            key of :data:`FESTIVAL_ACCENTS`: ``"native"``, ``"devanagari"`` (Gujarati/Tamil
+            text read by the Hindi voice) or ``"respelt"`` (English respelt for a voice of
+            another language, :mod:`speechlab.text.respell`).
         rate: speaking rate in words per minute (espeak 80..450, default 175; festival
             stretches its durations by 175 / rate).
         pitch: base pitch 0..100 (50 = voice default).
@@ -299,19 +302,28 @@ def _espeak_raw(req: SynthRequest, eng: _Espeak) -> np.ndarray:
     return _to_int16(_to_16k(raw))
 
 
-# accent -> how festival's input is made from the request's text
-FESTIVAL_ACCENTS: dict[str, Callable[[str], str]] = {
-    "native": lambda text: text,
-    "devanagari": festival.to_devanagari,
+def _respelt(text: str, voice: str) -> str:
+    return respell(text, festival.VOICES[voice].language)
+
+
+# accent -> how festival's input is made from the request's text and voice
+FESTIVAL_ACCENTS: dict[str, Callable[[str, str], str]] = {
+    "native": lambda text, voice: text,
+    "devanagari": lambda text, voice: festival.to_devanagari(text),
+    "respelt": _respelt,
 }
 
 
-def _festival_item(req: SynthRequest) -> festival.FestivalItem:
-    if req.accent not in FESTIVAL_ACCENTS:
-        raise DataError(f"unknown festival accent {req.accent!r}; choose one of "
-                        f"{list(FESTIVAL_ACCENTS)}")
-    return festival.FestivalItem(FESTIVAL_ACCENTS[req.accent](req.text), req.voice,
-                                 round(175.0 / max(req.rate, 1), 4))
+def _festival_items(reqs: Sequence[SynthRequest]) -> list[festival.FestivalItem]:
+    for req in reqs:
+        if req.accent not in FESTIVAL_ACCENTS:
+            raise DataError(f"unknown festival accent {req.accent!r}; choose one of "
+                            f"{list(FESTIVAL_ACCENTS)}")
+    # the respelt sentences' words looked up together (one espeak-ng process for the words
+    # CMUdict lacks), then each sentence respelt from them
+    prime([r.text for r in reqs if r.accent == "respelt"])
+    return [festival.FestivalItem(FESTIVAL_ACCENTS[r.accent](r.text, r.voice), r.voice,
+                                  round(175.0 / max(r.rate, 1), 4)) for r in reqs]
 
 
 def _degrade(req: SynthRequest, audio: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
@@ -362,8 +374,8 @@ def synthesize_batch(requests: Sequence[SynthRequest],
     clean: list[np.ndarray] = [np.zeros(0, np.int16)] * len(requests)
     fest = [i for i, r in enumerate(requests) if r.engine == "festival"]
     if fest:
-        for i, audio in zip(fest, festival.synthesize([_festival_item(requests[i])
-                                                       for i in fest])):
+        for i, audio in zip(fest, festival.synthesize(_festival_items([requests[i]
+                                                                        for i in fest]))):
             clean[i] = audio
     if len(fest) < len(requests):
         eng = eng or engine()

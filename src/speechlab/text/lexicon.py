@@ -296,3 +296,42 @@ def espeak_lexicon(
     if missing:
         log.warning("espeak-ng gave no phones for %d word(s), e.g. %s", len(missing), missing[:5])
     return lex
+
+
+# espeak-ng's en-us IPA phones -> CMUdict's ARPAbet (stress removed), for the words CMUdict
+# lacks (the harvested text has technical words: "runtime", "checkbox", "xslt"). A flap is
+# written T, a glottal stop T, a syllabic consonant AH + consonant, as CMUdict mostly does.
+IPA_TO_ARPABET: dict[str, tuple[str, ...]] = {
+    "a": ("AA",), "aɪ": ("AY",), "aɪə": ("AY", "AH"), "aɪɚ": ("AY", "ER"), "aʊ": ("AW",),
+    "b": ("B",), "d": ("D",), "dʒ": ("JH",), "e": ("EH",), "eɪ": ("EY",), "f": ("F",),
+    "h": ("HH",), "i": ("IY",), "iː": ("IY",), "iə": ("IY", "AH"), "j": ("Y",), "k": ("K",),
+    "l": ("L",), "l̩": ("AH", "L"), "m": ("M",), "m̩": ("AH", "M"), "n": ("N",), "n̩": ("AH", "N"),
+    "o": ("OW",), "oʊ": ("OW",), "oːɹ": ("AO", "R"), "p": ("P",), "r": ("R",), "s": ("S",),
+    "t": ("T",), "tʃ": ("CH",), "u": ("UW",), "uː": ("UW",), "v": ("V",), "w": ("W",),
+    "x": ("HH",), "z": ("Z",), "æ": ("AE",), "ð": ("DH",), "ŋ": ("NG",), "ɐ": ("AH",),
+    "ɑ": ("AA",), "ɑː": ("AA",), "ɑːɹ": ("AA", "R"), "ɒ": ("AA",), "ɔ": ("AO",), "ɔɪ": ("OY",),
+    "ɔː": ("AO",), "ɔːɹ": ("AO", "R"), "ə": ("AH",), "əl": ("AH", "L"), "ɚ": ("ER",),
+    "ɛ": ("EH",), "ɛɹ": ("EH", "R"), "ɜ": ("ER",), "ɜː": ("ER",), "ɡ": ("G",), "ɪ": ("IH",),
+    "ɪɹ": ("IH", "R"), "ɹ": ("R",), "ɾ": ("T",), "ʃ": ("SH",), "ʊ": ("UH",), "ʊɹ": ("UH", "R"),
+    "ʌ": ("AH",), "ʒ": ("ZH",), "ʔ": ("T",), "θ": ("TH",), "ᵻ": ("IH",),
+}
+
+
+def english_lexicon(words: Iterable[str]) -> Lexicon:
+    """CMUdict pronunciations; for words it lacks, espeak-ng's en-us ones in ARPAbet
+    (:data:`IPA_TO_ARPABET`). A word with an espeak phone the table lacks is left out."""
+    words = list(dict.fromkeys(words))
+    lex = cmudict_lexicon(words)
+    rest = [w for w in words if w not in lex and w.strip()]
+    if rest:
+        unmapped: set[str] = set()
+        for w, pron in espeak_lexicon(rest, "en-us").items():
+            mapped = [IPA_TO_ARPABET.get(p) for p in pron]
+            if all(m is not None for m in mapped):
+                lex.add(w, [a for m in mapped for a in m])
+            else:
+                unmapped.update(p for p, m in zip(pron, mapped) if m is None)
+        if unmapped:
+            log.warning("english lexicon: espeak phones without an ARPAbet mapping %s; their "
+                        "words are left out", sorted(unmapped))
+    return lex

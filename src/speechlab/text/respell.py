@@ -1,0 +1,146 @@
+"""English respelt in another language's spelling, for a voice of that language to read aloud.
+
+Debian packages festival voices of Czech, Finnish and Italian speakers (women and men, recorded
+for diphone voices). Given English respelt in their language's own spelling, they read English
+as speakers of those languages do: their voices, their vowels, their accent. That is speaker
+variety the English voices (two festival men and one woman, espeak-ng's formant voices) lack,
+and accented English is what a recognizer meets. :func:`respell` writes one sentence so:
+each word's first pronunciation (:func:`speechlab.text.lexicon.english_lexicon`: CMUdict,
+espeak-ng for the words it lacks) phone by phone in the target spelling, with the phones the
+language lacks replaced by its nearest (TH -> t, DH -> d, AE -> e, W -> u or v ...), and the
+sentence's commas and full stops kept for the voice's phrasing. A word without a pronunciation
+is left out (the same words are left out of a recognizer's training targets).
+
+The spellings are read by the voices' own letter-to-sound rules, so they follow what those
+rules expect: Czech writes ``dy``/``ty``/``ny`` for the plain consonants before i (``di`` would
+be read palatal), Italian writes ``ch``/``gh`` before front vowels (``ci``/``gi`` would be read
+as affricates). A voice of Czech or Finnish reads the text in its own 8-bit encoding
+(:data:`ENCODINGS`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from speechlab.errors import DataError
+from speechlab.text.normalize import normalize_text
+
+_FRONT = frozenset({"EH", "IH", "IY", "EY", "AE"})
+
+# ARPAbet (stress removed) -> Czech spelling; the phones Czech lacks get their nearest.
+_CZECH = {
+    "AA": "á", "AE": "e", "AH": "a", "AO": "ó", "AW": "au", "AY": "aj", "EH": "e", "ER": "er",
+    "EY": "ej", "IH": "i", "IY": "í", "OW": "ou", "OY": "oj", "UH": "u", "UW": "ú",
+    "B": "b", "CH": "č", "D": "d", "DH": "d", "F": "f", "G": "g", "HH": "h", "JH": "dž",
+    "K": "k", "L": "l", "M": "m", "N": "n", "NG": "ng", "P": "p", "R": "r", "S": "s",
+    "SH": "š", "T": "t", "TH": "t", "V": "v", "W": "u", "Y": "j", "Z": "z", "ZH": "ž",
+}
+# Finnish: long vowels doubled; the Finnish voices have no š, ž or affricates, so the
+# sibilants fall together on s and the affricates on ts.
+_FINNISH = {
+    "AA": "aa", "AE": "ä", "AH": "a", "AO": "oo", "AW": "au", "AY": "ai", "EH": "e", "ER": "ör",
+    "EY": "ei", "IH": "i", "IY": "ii", "OW": "ou", "OY": "oi", "UH": "u", "UW": "uu",
+    "B": "b", "CH": "ts", "D": "d", "DH": "d", "F": "f", "G": "g", "HH": "h", "JH": "ts",
+    "K": "k", "L": "l", "M": "m", "N": "n", "NG": "ng", "P": "p", "R": "r", "S": "s",
+    "SH": "s", "T": "t", "TH": "t", "V": "v", "W": "v", "Y": "j", "Z": "s", "ZH": "s",
+}
+# Italian: h is silent (HH is dropped); K, G, CH, JH and SH are spelt by what follows.
+_ITALIAN = {
+    "AA": "a", "AE": "e", "AH": "a", "AO": "o", "AW": "au", "AY": "ai", "EH": "e", "ER": "er",
+    "EY": "ei", "IH": "i", "IY": "i", "OW": "ou", "OY": "oi", "UH": "u", "UW": "u",
+    "B": "b", "D": "d", "DH": "d", "F": "f", "HH": "", "L": "l", "M": "m", "N": "n",
+    "NG": "ng", "P": "p", "R": "r", "S": "s", "T": "t", "TH": "t", "V": "v", "W": "u",
+    "Y": "i", "Z": "s", "ZH": "sc",
+}
+# Italian phones spelt by whether a front vowel follows: (before a front vowel, elsewhere).
+_ITALIAN_BY_NEXT = {"K": ("ch", "c"), "G": ("gh", "g"), "CH": ("c", "ci"), "JH": ("g", "gi"),
+                    "SH": ("sc", "sci")}
+_VOWELS = frozenset({"AA", "AE", "AH", "AO", "AW", "AY", "EH", "ER", "EY", "IH", "IY", "OW",
+                     "OY", "UH", "UW"})
+
+
+def _czech(phones: Sequence[str]) -> str:
+    out = []
+    for i, p in enumerate(phones):
+        s = _CZECH[p]
+        if p in ("IH", "IY") and i and phones[i - 1] in ("D", "T", "N"):
+            s = "y" if p == "IH" else "ý"  # "di" would be read with a palatal d
+        out.append(s)
+    return "".join(out)
+
+
+def _finnish(phones: Sequence[str]) -> str:
+    return "".join(_FINNISH[p] for p in phones)
+
+
+def _italian(phones: Sequence[str]) -> str:
+    out = []
+    for i, p in enumerate(phones):
+        after = phones[i + 1] if i + 1 < len(phones) else None
+        if p == "K" and after not in _VOWELS:
+            out.append("k")  # before a consonant or at the end: no vowel decides
+        elif p in _ITALIAN_BY_NEXT:
+            out.append(_ITALIAN_BY_NEXT[p][0 if after in _FRONT else 1])
+        else:
+            out.append(_ITALIAN[p])
+    return "".join(out)
+
+
+# target language -> ARPAbet phones of one word -> its spelling
+SPELLERS: dict[str, Callable[[Sequence[str]], str]] = {
+    "cs": _czech, "fi": _finnish, "it": _italian,
+}
+# The encoding a voice of the language reads its text in (festival's Czech and Finnish voices
+# read 8-bit text).
+ENCODINGS = {"cs": "iso-8859-2", "fi": "iso-8859-1", "it": "iso-8859-1"}
+
+_PUNCT = ",.;:?!"
+_TOKEN = re.compile(r"[,.;:?!]|[^\s,.;:?!]+")
+
+
+# normalised English word -> its first pronunciation (None: it has none); filled as needed
+_PRONUNCIATIONS: dict[str, tuple[str, ...] | None] = {}
+
+
+def _pronounce(words: Sequence[str]) -> None:
+    """Look up the ``words`` not yet known, all at once (one espeak-ng process for those
+    CMUdict lacks)."""
+    from speechlab.text.lexicon import english_lexicon
+
+    todo = [w for w in dict.fromkeys(words) if w not in _PRONUNCIATIONS]
+    if todo:
+        lex = english_lexicon(todo)
+        for w in todo:
+            _PRONUNCIATIONS[w] = tuple(lex[w][0]) if w in lex else None
+
+
+def prime(texts: Sequence[str]) -> None:
+    """Look up the words of all ``texts`` at once, so that :func:`respell` of each of them
+    starts no espeak-ng process of its own."""
+    _pronounce([w for t in texts for tok in _TOKEN.findall(t) if tok not in _PUNCT
+                for w in normalize_text(tok, "en").split()])
+
+
+def respell(text: str, language: str) -> str:
+    """English ``text`` respelt for a voice of ``language`` (a key of :data:`SPELLERS`): words
+    lowercased and respelt, punctuation that phrases a sentence (``, . ; : ? !``) kept, words
+    without a pronunciation left out."""
+    speller = SPELLERS.get(language)
+    if speller is None:
+        raise DataError(f"no respelling of English for language {language!r}; known: "
+                        f"{sorted(SPELLERS)}")
+    tokens = _TOKEN.findall(text)
+    words = [normalize_text(t, "en").split() if t not in _PUNCT else [] for t in tokens]
+    _pronounce([w for ws in words for w in ws])
+    out: list[str] = []
+    for token, ws in zip(tokens, words):
+        if token in _PUNCT:
+            if out and out[-1][-1] not in _PUNCT:
+                out[-1] += token
+            continue
+        for w in ws:
+            pron = _PRONUNCIATIONS[w]
+            if pron is not None:
+                out.append(speller(pron))
+    return " ".join(out)
