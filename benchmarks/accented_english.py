@@ -23,6 +23,8 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).parent))
+from recorded_speech import add_models_argument, english_models  # noqa: E402
 
 # festival's speakers of other languages (speechlab.data.corpus.BASE_VOICES)
 ACCENTED = ("en-dita", "en-machac", "en-ph", "en-lj", "en-mv", "en-lp", "en-pc")
@@ -118,8 +120,7 @@ def markdown(rows: list[dict], families: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help="shipped names or package paths (default: the "
-                    "shipped models that recognize English)")
+    add_models_argument(ap)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
                     help=f"a run corpus with English test (and unseen) cuts (default: "
                     f"{DEFAULT_CORPUS})")
@@ -148,12 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     except MissingToolError as e:
         print(f"accented_english: {e}", file=sys.stderr)
         return 2
-    names = args.models
-    if not names:
-        sys.path.insert(0, str(Path(__file__).parent))
-        from recorded_speech import english_models
-
-        names = english_models()  # the shipped English recognizers
+    names = args.models or english_models()
     rows = measure(names, args.corpus, args.utterances, families, args.wav_dir)
     print(markdown(rows, families))
     if args.json:

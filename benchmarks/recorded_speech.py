@@ -69,6 +69,13 @@ def write_joined(spoken: list[tuple[Path, str]], out: Path, rate: int = 16000) -
     Path(f"{out}.tsv").write_text(f"{out}\t{' '.join(r for _, r in spoken)}\n", encoding="utf-8")
 
 
+def add_models_argument(ap: argparse.ArgumentParser) -> None:
+    """The ``models`` argument of the benchmarks that read English (default: every shipped
+    model that recognizes English, :func:`english_models`)."""
+    ap.add_argument("models", nargs="*", help="shipped names or package paths "
+                    "(default: the shipped models that recognize English)")
+
+
 def english_models() -> list[str]:
     """The shipped models that recognize English, in ``speechlab serve``'s order."""
     from speechlab.package import read_card
@@ -107,8 +114,7 @@ def measure(name: str, spoken: list[tuple[Path, str]], noise: Path | None,
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help="shipped names or package paths "
-                    "(default: the shipped models that recognize English)")
+    add_models_argument(ap)
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR,
                     help=f"where the sounds are (default: {DEFAULT_DIR}, from alsa-utils)")
     ap.add_argument("--vad", action="store_true", help="cut each file by voice activity "

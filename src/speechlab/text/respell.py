@@ -28,31 +28,26 @@ from speechlab.text.normalize import normalize_text
 
 _FRONT = frozenset({"EH", "IH", "IY", "EY", "AE"})
 
-# ARPAbet (stress removed) -> Czech spelling; the phones Czech lacks get their nearest.
-_CZECH = {
-    "AA": "á", "AE": "e", "AH": "a", "AO": "ó", "AW": "au", "AY": "aj", "EH": "e", "ER": "er",
-    "EY": "ej", "IH": "i", "IY": "í", "OW": "ou", "OY": "oj", "UH": "u", "UW": "ú",
-    "B": "b", "CH": "č", "D": "d", "DH": "d", "F": "f", "G": "g", "HH": "h", "JH": "dž",
-    "K": "k", "L": "l", "M": "m", "N": "n", "NG": "ng", "P": "p", "R": "r", "S": "s",
-    "SH": "š", "T": "t", "TH": "t", "V": "v", "W": "u", "Y": "j", "Z": "z", "ZH": "ž",
+# ARPAbet (stress removed) -> its spelling in (Czech, Finnish, Italian); the phones a language
+# lacks get its nearest. Finnish writes long vowels doubled and has no sh, zh or affricates (its
+# voices have none: the sibilants fall together on s, the affricates on ts). Italian drops HH (h
+# is silent) and spells K, G, CH, JH and SH by what follows (_ITALIAN_BY_NEXT; here: elsewhere).
+_SPELLINGS: dict[str, tuple[str, str, str]] = {
+    "AA": ("á", "aa", "a"), "AE": ("e", "ä", "e"), "AH": ("a", "a", "a"), "AO": ("ó", "oo", "o"),
+    "AW": ("au", "au", "au"), "AY": ("aj", "ai", "ai"), "EH": ("e", "e", "e"),
+    "ER": ("er", "ör", "er"), "EY": ("ej", "ei", "ei"), "IH": ("i", "i", "i"),
+    "IY": ("í", "ii", "i"), "OW": ("ou", "ou", "ou"), "OY": ("oj", "oi", "oi"),
+    "UH": ("u", "u", "u"), "UW": ("ú", "uu", "u"),
+    "B": ("b", "b", "b"), "CH": ("č", "ts", "ci"), "D": ("d", "d", "d"), "DH": ("d", "d", "d"),
+    "F": ("f", "f", "f"), "G": ("g", "g", "g"), "HH": ("h", "h", ""), "JH": ("dž", "ts", "gi"),
+    "K": ("k", "k", "c"), "L": ("l", "l", "l"), "M": ("m", "m", "m"), "N": ("n", "n", "n"),
+    "NG": ("ng", "ng", "ng"), "P": ("p", "p", "p"), "R": ("r", "r", "r"), "S": ("s", "s", "s"),
+    "SH": ("š", "s", "sci"), "T": ("t", "t", "t"), "TH": ("t", "t", "t"), "V": ("v", "v", "v"),
+    "W": ("u", "v", "u"), "Y": ("j", "j", "i"), "Z": ("z", "s", "s"), "ZH": ("ž", "s", "sc"),
 }
-# Finnish: long vowels doubled; the Finnish voices have no š, ž or affricates, so the
-# sibilants fall together on s and the affricates on ts.
-_FINNISH = {
-    "AA": "aa", "AE": "ä", "AH": "a", "AO": "oo", "AW": "au", "AY": "ai", "EH": "e", "ER": "ör",
-    "EY": "ei", "IH": "i", "IY": "ii", "OW": "ou", "OY": "oi", "UH": "u", "UW": "uu",
-    "B": "b", "CH": "ts", "D": "d", "DH": "d", "F": "f", "G": "g", "HH": "h", "JH": "ts",
-    "K": "k", "L": "l", "M": "m", "N": "n", "NG": "ng", "P": "p", "R": "r", "S": "s",
-    "SH": "s", "T": "t", "TH": "t", "V": "v", "W": "v", "Y": "j", "Z": "s", "ZH": "s",
-}
-# Italian: h is silent (HH is dropped); K, G, CH, JH and SH are spelt by what follows.
-_ITALIAN = {
-    "AA": "a", "AE": "e", "AH": "a", "AO": "o", "AW": "au", "AY": "ai", "EH": "e", "ER": "er",
-    "EY": "ei", "IH": "i", "IY": "i", "OW": "ou", "OY": "oi", "UH": "u", "UW": "u",
-    "B": "b", "D": "d", "DH": "d", "F": "f", "HH": "", "L": "l", "M": "m", "N": "n",
-    "NG": "ng", "P": "p", "R": "r", "S": "s", "T": "t", "TH": "t", "V": "v", "W": "u",
-    "Y": "i", "Z": "s", "ZH": "sc",
-}
+_CZECH = {p: v[0] for p, v in _SPELLINGS.items()}
+_FINNISH = {p: v[1] for p, v in _SPELLINGS.items()}
+_ITALIAN = {p: v[2] for p, v in _SPELLINGS.items()}
 # Italian phones spelt by whether a front vowel follows: (before a front vowel, elsewhere).
 _ITALIAN_BY_NEXT = {"K": ("ch", "c"), "G": ("gh", "g"), "CH": ("c", "ci"), "JH": ("g", "gi"),
                     "SH": ("sc", "sci")}
