@@ -59,6 +59,11 @@ def test_a_respelt_request_is_english_read_by_a_voice_of_another_language():
     assert 1.0 < len(audio) / SAMPLE_RATE < 4.0 and np.array_equal(audio, same)
     with pytest.raises(DataError, match="unknown festival accent 'klingon'"):
         render(SynthRequest(text, base.voice, engine="festival", accent="klingon"))
+    # a batch's respelling is done by the process that submits it (its workers are fresh
+    # processes, each of which would load CMUdict again): the same audio
+    with BatchSynthesizer(1) as synth:
+        batched = synth.submit([req, SynthRequest(HI, "hi+m3")]).result()
+    assert np.array_equal(batched[0], audio)
 
 
 def test_batches_are_reproducible_across_processes_and_worker_counts():

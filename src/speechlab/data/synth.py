@@ -38,7 +38,7 @@ import multiprocessing
 import shutil
 import subprocess
 from concurrent.futures import Future, ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -386,6 +386,17 @@ def synthesize_batch(requests: Sequence[SynthRequest],
             for i, r in enumerate(requests)]
 
 
+def _respelt_here(requests: Sequence[SynthRequest]) -> list[SynthRequest]:
+    """``requests`` with their respelt English resolved in this process, as festival will read
+    it (the same audio): each batch's worker is a fresh process, which would load CMUdict again
+    (0.7 s) for every batch; this process keeps it."""
+    if not any(r.accent == "respelt" for r in requests):
+        return list(requests)
+    prime([r.text for r in requests if r.accent == "respelt"])
+    return [replace(r, text=_respelt(r.text, r.voice), accent="native")
+            if r.accent == "respelt" else r for r in requests]
+
+
 class BatchSynthesizer:
     """Synthesizes batches in fresh worker processes so results do not depend on scheduling.
 
@@ -403,7 +414,7 @@ class BatchSynthesizer:
                                          max_tasks_per_child=1)
 
     def submit(self, requests: Sequence[SynthRequest]) -> Future:
-        return self._pool.submit(synthesize_batch, list(requests))
+        return self._pool.submit(synthesize_batch, _respelt_here(requests))
 
     def close(self, cancel: bool = False) -> None:
         self._pool.shutdown(wait=True, cancel_futures=cancel)
