@@ -24,6 +24,7 @@ import re
 from collections.abc import Callable, Sequence
 
 from speechlab.errors import DataError
+from speechlab.text.lexicon import english_lexicon
 from speechlab.text.normalize import normalize_text
 
 _FRONT = frozenset({"EH", "IH", "IY", "EY", "AE"})
@@ -101,8 +102,6 @@ _PRONUNCIATIONS: dict[str, tuple[str, ...] | None] = {}
 def _pronounce(words: Sequence[str]) -> None:
     """Look up the ``words`` not yet known, all at once (one espeak-ng process for those
     CMUdict lacks)."""
-    from speechlab.text.lexicon import english_lexicon
-
     todo = [w for w in dict.fromkeys(words) if w not in _PRONUNCIATIONS]
     if todo:
         lex = english_lexicon(todo)
@@ -113,8 +112,13 @@ def _pronounce(words: Sequence[str]) -> None:
 def prime(texts: Sequence[str]) -> None:
     """Look up the words of all ``texts`` at once, so that :func:`respell` of each of them
     starts no espeak-ng process of its own."""
-    _pronounce([w for t in texts for tok in _TOKEN.findall(t) if tok not in _PUNCT
-                for w in normalize_text(tok, "en").split()])
+    _pronounce([w for t in texts for _, ws in _tokens(t) for w in ws])
+
+
+def _tokens(text: str) -> list[tuple[str, list[str]]]:
+    """``text``'s tokens, each with its normalised words (none for phrasing punctuation)."""
+    return [(t, [] if t in _PUNCT else normalize_text(t, "en").split())
+            for t in _TOKEN.findall(text)]
 
 
 def respell(text: str, language: str) -> str:
@@ -125,17 +129,17 @@ def respell(text: str, language: str) -> str:
     if speller is None:
         raise DataError(f"no respelling of English for language {language!r}; known: "
                         f"{sorted(SPELLERS)}")
-    tokens = _TOKEN.findall(text)
-    words = [normalize_text(t, "en").split() if t not in _PUNCT else [] for t in tokens]
-    _pronounce([w for ws in words for w in ws])
+    tokens = _tokens(text)
+    _pronounce([w for _, ws in tokens for w in ws])
     out: list[str] = []
-    for token, ws in zip(tokens, words):
+    for token, ws in tokens:
         if token in _PUNCT:
             if out and out[-1][-1] not in _PUNCT:
                 out[-1] += token
             continue
         for w in ws:
             pron = _PRONUNCIATIONS[w]
-            if pron is not None:
-                out.append(speller(pron))
+            spelt = speller(pron) if pron is not None else ""
+            if spelt:
+                out.append(spelt)
     return " ".join(out)
