@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.speechlab-installed
-DEBIAN_PACKAGES := espeak-ng sox festival festvox-us-slt-hts festvox-kallpc16k festvox-kdlpc16k festvox-hi-nsk festvox-czech-dita festvox-czech-machac festvox-czech-ph festvox-suopuhe-lj festvox-suopuhe-mv festvox-italp16k festvox-itapc16k aspell-hi aspell-ta aspell-gu wamerican gettext libsndfile1 chromium chromium-driver
+DEBIAN_PACKAGES := espeak-ng sox festival festvox-us-slt-hts festvox-kallpc16k festvox-kdlpc16k festvox-hi-nsk festvox-czech-dita festvox-czech-machac festvox-czech-ph festvox-suopuhe-lj festvox-suopuhe-mv festvox-italp16k festvox-itapc16k aspell-hi aspell-ta aspell-gu wamerican gettext libsndfile1 chromium chromium-driver fonts-noto-core
 DEMO_OUT ?= exp/demo
 # Tests and the demo are sized for 2 cores; more threads only add contention.
 export OMP_NUM_THREADS ?= 2

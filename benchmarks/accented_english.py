@@ -68,12 +68,24 @@ def wer_of(model, refs: list[str], audio: list) -> float | None:
 
 def measure(names: list[str], corpus: Path, n: int, families: list[str],
             wav_dir: Path | None = None) -> list[dict]:
+    """Each model's WER on the test and unseen splits and on ``families`` reading the test
+    sentences, with their mean as ``accented mean``."""
+    readers = {fam: (lambda texts, fam=fam: accented_audio(texts, fam)) for fam in families}
+    return measure_voices(names, corpus, n, readers, "accented mean", wav_dir)
+
+
+def measure_voices(names: list[str], corpus: Path, n: int, readers: dict, mean: str,
+                   wav_dir: Path | None = None, mean_over: list[str] | None = None) -> list[dict]:
+    """Each model's WER on the run corpus's first ``n`` English test (and unseen) utterances
+    and on each reader's audio of the test sentences; ``readers``: name -> a function from the
+    texts to their 16 kHz audio. ``mean``: the key of the mean over ``mean_over`` (default:
+    every reader)."""
     import speechlab
     from speechlab.text.normalize import normalize_text
 
     test = english_cuts(corpus, "test", n)
     if not test:
-        raise SystemExit(f"accented_english: no English test cuts in {corpus}")
+        raise SystemExit(f"{Path(sys.argv[0]).stem}: no English test cuts in {corpus}")
     unseen = english_cuts(corpus, "unseen", n)
     texts = [c.supervisions[0].text for c in test]
     refs = [normalize_text(t, "en") for t in texts]
@@ -83,32 +95,33 @@ def measure(names: list[str], corpus: Path, n: int, families: list[str],
     if unseen:
         sets["unseen"] = ([normalize_text(c.supervisions[0].text, "en") for c in unseen],
                           [c.load_audio()[0] for c in unseen])
-    for fam in families:
-        audio = accented_audio(texts, fam)
-        sets[fam] = (refs, audio)
+    for key, read in readers.items():
+        audio = read(texts)
+        sets[key] = (refs, audio)
         if wav_dir is not None:
             import soundfile as sf
 
-            (wav_dir / fam).mkdir(parents=True, exist_ok=True)
+            (wav_dir / key).mkdir(parents=True, exist_ok=True)
             for cut, a in zip(test, audio):
-                sf.write(wav_dir / fam / f"{cut.id}.wav", a, 16000)
-        print(f"{fam}: {len(audio)} sentences, "
+                sf.write(wav_dir / key / f"{cut.id}.wav", a, 16000)
+        print(f"{key}: {len(audio)} sentences, "
               f"{sum(len(a) for a in audio) / 16000 / 60:.1f} min", file=sys.stderr)
+    over = list(readers) if mean_over is None else mean_over
     rows = []
     for name in names:
         model = speechlab.load(name)
         row = {"model": name}
         for key, (r, audio) in sets.items():
             row[key] = wer_of(model, r, audio)
-        accented = [row[f] for f in families if row.get(f) is not None]
-        row["accented mean"] = round(sum(accented) / len(accented), 1) if accented else None
+        values = [row[k] for k in over if row.get(k) is not None]
+        row[mean] = round(sum(values) / len(values), 1) if values else None
         rows.append(row)
         print(json.dumps(row), file=sys.stderr)
     return rows
 
 
-def markdown(rows: list[dict], families: list[str]) -> str:
-    cols = ["test", "unseen", *families, "accented mean"]
+def markdown(rows: list[dict], families: list[str], mean: str = "accented mean") -> str:
+    cols = ["test", "unseen", *families, mean]
     head = "| model | " + " | ".join(cols) + " |"
     lines = [head, "|---|" + "---:|" * len(cols)]
     for r in rows:

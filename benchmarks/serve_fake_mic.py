@@ -19,7 +19,7 @@ the audio it sent, and the text of ``speechlab transcribe`` on the file itself i
 it (``file``), with each one's WER against ``--reference`` (lines ``WAV<TAB>TEXT``) if given.
 
     python benchmarks/serve_fake_mic.py --model en_ctc a.wav b.wav [--reference refs.tsv]
-        [--json out.json]
+        [--json out.json] [--keep DIR] [--screenshots DIR]
 
 Prints one line per recording (same / differs: the page's text against the CLI's on the page's
 audio) and exits 1 if any differs.
@@ -71,8 +71,9 @@ def _cli_text(model: str, wav: Path, language: str | None, stream: bool) -> str:
 
 
 def _page_text(url: str, model_name: str, wav: Path, speech_end: float,
-               language: str | None) -> tuple[str, np.ndarray]:
-    """The page's final text for ``wav`` played as its microphone, and the audio it sent."""
+               language: str | None, screenshot: Path | None = None) -> tuple[str, np.ndarray]:
+    """The page's final text for ``wav`` played as its microphone, and the audio it sent;
+    ``screenshot``: also save the whole page there (PNG) once it has its final text."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -101,6 +102,11 @@ def _page_text(url: str, model_name: str, wav: Path, speech_end: float,
             page.wait_for_selector("#asr-status[data-state=done], #asr-status[data-state=error]",
                                    timeout=60000)
             sent = np.asarray(page.evaluate("window.sentAudio || []"), dtype=np.float32)
+            if screenshot is not None:
+                # from the top: the page scrolls its text into view, and a whole-page picture
+                # taken scrolled draws the fixed header where the view was
+                page.evaluate("window.scrollTo(0, 0)")
+                page.screenshot(path=str(screenshot), full_page=True)
             lines = page.eval_on_selector_all("#asr-text > *", "els => els.map(e => e.textContent)")
             text = " ".join(t.strip() for t in lines if t and t.strip()) if lines else \
                 (page.text_content("#asr-text") or "")
@@ -142,10 +148,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="lines WAV<TAB>TEXT: the words said in each WAV (by its file name)")
     p.add_argument("--keep", type=Path, default=None,
                    help="keep the audio each recording's page sent here (sent-NAME.wav)")
+    p.add_argument("--screenshots", type=Path, default=None,
+                   help="save the page as each recording left it here (NAME.png)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    if args.keep:
-        args.keep.mkdir(parents=True, exist_ok=True)
+    for folder in (args.keep, args.screenshots):
+        if folder:
+            folder.mkdir(parents=True, exist_ok=True)
     refs = {}
     if args.reference:
         for line in args.reference.read_text(encoding="utf-8").splitlines():
@@ -162,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         for wav in args.wavs:
             padded = Path(tmp) / wav.name
             end = _padded(wav, padded)
-            page, sent = _page_text(url, name, padded, end, args.language)
+            shot = args.screenshots / f"{wav.stem}.png" if args.screenshots else None
+            page, sent = _page_text(url, name, padded, end, args.language, shot)
             if not len(sent):
                 raise RuntimeError(f"{wav}: the page kept no recording")
             sent_wav = (args.keep or Path(tmp)) / f"sent-{wav.name}"
