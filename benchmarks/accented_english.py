@@ -130,8 +130,13 @@ def markdown(rows: list[dict], families: list[str], mean: str = "accented mean")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+def voices_cli(argv: list[str] | None, doc: str, known: tuple[str, ...], what: str
+               ) -> tuple[argparse.Namespace, list[str]] | int:
+    """The command line of a script that reads the corpus's English test sentences with
+    ``known`` voices (``what``: what a voice is, for the help): its arguments and the voices
+    chosen, or exit status 2 after a one-line error."""
+    prog = Path(sys.argv[0]).stem
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     add_models_argument(ap)
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
@@ -139,20 +144,27 @@ def main(argv: list[str] | None = None) -> int:
                     f"{DEFAULT_CORPUS})")
     ap.add_argument("--utterances", type=int, default=100,
                     help="the first N English test sentences (0: all; default 100)")
-    ap.add_argument("--voices", default=",".join(ACCENTED),
-                    help=f"accented families, comma-separated (default: {','.join(ACCENTED)})")
+    ap.add_argument("--voices", default=",".join(known),
+                    help=f"{what}, comma-separated (default: {','.join(known)})")
     ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--wav-dir", type=Path, help="also write the accented audio here")
+    ap.add_argument("--wav-dir", type=Path, help="also write the voices' audio here")
     args = ap.parse_args(argv)
-    families = [f for f in args.voices.split(",") if f]
-    unknown = sorted(set(families) - set(ACCENTED))
-    if unknown:
-        print(f"accented_english: unknown voice(s) {unknown}; known: {', '.join(ACCENTED)}",
-              file=sys.stderr)
+    voices = [f for f in args.voices.split(",") if f]
+    unknown = sorted(set(voices) - set(known))
+    if unknown or not voices:
+        print(f"{prog}: unknown voice(s) {unknown}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     if not args.corpus.is_dir():
-        print(f"accented_english: no corpus at {args.corpus}; pass --corpus", file=sys.stderr)
+        print(f"{prog}: no corpus at {args.corpus}; pass --corpus", file=sys.stderr)
         return 2
+    return args, voices
+
+
+def main(argv: list[str] | None = None) -> int:
+    parsed = voices_cli(argv, __doc__, ACCENTED, "accented families")
+    if isinstance(parsed, int):
+        return parsed
+    args, families = parsed
     from speechlab.data import festival
     from speechlab.data.corpus import BASE_VOICES
     from speechlab.errors import MissingToolError

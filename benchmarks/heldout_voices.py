@@ -21,7 +21,6 @@ that recognize English). Exit status 2 when flite is missing (``apt install flit
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -32,8 +31,8 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).parent))
-from accented_english import DEFAULT_CORPUS, markdown, measure_voices  # noqa: E402
-from recorded_speech import add_models_argument, english_models  # noqa: E402
+from accented_english import markdown, measure_voices, voices_cli  # noqa: E402
+from recorded_speech import english_models  # noqa: E402
 
 NEW_SPEAKERS = ("awb", "rms")
 KNOWN_SPEAKERS = ("slt", "kal16")
@@ -70,28 +69,10 @@ def check_flite(voices: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_models_argument(ap)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
-                    help=f"a run corpus with English test (and unseen) cuts (default: "
-                    f"{DEFAULT_CORPUS})")
-    ap.add_argument("--utterances", type=int, default=100,
-                    help="the first N English test sentences (0: all; default 100)")
-    ap.add_argument("--voices", default=",".join(VOICES),
-                    help=f"flite voices, comma-separated (default: {','.join(VOICES)})")
-    ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--wav-dir", type=Path, help="also write flite's audio here")
-    args = ap.parse_args(argv)
-    voices = [v for v in args.voices.split(",") if v]
-    unknown = sorted(set(voices) - set(VOICES))
-    if unknown or not voices:
-        print(f"heldout_voices: unknown voice(s) {unknown}; known: {', '.join(VOICES)}",
-              file=sys.stderr)
-        return 2
-    if not args.corpus.is_dir():
-        print(f"heldout_voices: no corpus at {args.corpus}; pass --corpus", file=sys.stderr)
-        return 2
+    parsed = voices_cli(argv, __doc__, VOICES, "flite voices")
+    if isinstance(parsed, int):
+        return parsed
+    args, voices = parsed
     why = check_flite(voices)
     if why:
         print(f"heldout_voices: {why}", file=sys.stderr)
