@@ -128,7 +128,8 @@ def test_a_recording_file_streams_or_posts_to_the_same_text_as_the_cli(page, ser
     assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
     assert page.text_content("#asr-text") == cli_json("tones", server.wav)["text"]
     page.select_option("#asr-model", "hf")  # reads whole recordings: posted to /api/transcribe
-    assert page.is_disabled("#asr-tau")  # no early stopping without a LID head
+    # no early stopping without a LID head: its settings are neither usable nor shown
+    assert page.is_disabled("#asr-tau") and not page.is_visible("#asr-early")
     page.set_input_files("#asr-file", str(server.wav))
     assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")
     expected = cli_json("hf", server.wav)
@@ -274,7 +275,7 @@ def test_a_microphone_with_pauses_gives_a_line_per_utterance(playwright, server,
 
 def test_the_language_allowlist_leaves_the_lid_head_only_those_languages(page, server):
     page.select_option("#asr-model", "tones")
-    assert page.is_visible("#asr-allow")
+    assert page.is_visible("#asr-allow") and page.is_visible("#asr-early")
     page.uncheck("#asr-allow-list input[value=en]")  # the LID head prefers English
     page.set_input_files("#asr-file", str(server.wav))
     assert _wait_state(page, "asr", "done", "error") == "done", page.text_content("#asr-error")

@@ -203,6 +203,8 @@ export function initAsr(models, capabilities) {
       el("input", { type: "checkbox", value: l, checked: "" }), ` ${l}`)));
     $("asr-allow").hidden = !can("early_stop");
     $("asr-hotwords-field").hidden = !can("hotwords");
+    // a model without a LID head has no early stopping: its settings are not shown
+    $("asr-early").hidden = !can("early_stop");
     $("asr-early").disabled = !can("early_stop");
     $("asr-lid-block").hidden = !can("early_stop");
     $("asr-model-note").textContent = m.streaming
