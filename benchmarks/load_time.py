@@ -1,7 +1,11 @@
 """How long ``speechlab.load(NAME)`` takes: the first load on a machine (an empty cache, so a
 lean CTC package's T∘L∘G is built from its lexicon and LM), the next one in the same process
 (read from the cache), and a load in a new process with that cache (what the next
-``speechlab transcribe NAME`` pays, Python's imports included).
+``speechlab transcribe NAME`` pays, Python's imports included). For a recognizer that reads
+whole recordings, also its first request with word confidences (``nbest=1``, what
+``speechlab serve``'s page asks for; half a second of silence) after the load, and the next one:
+a CTC-topology model turns its graph into the lattice search's arrays there (``speechlab
+serve`` does that at start-up).
 
     python benchmarks/load_time.py [NAME ...] [--threads 1] [--json out.json]
 
@@ -30,11 +34,19 @@ def _in_process(name: str, cache: str, threads: int, conn) -> None:
     torch.set_num_threads(threads)
     import speechlab
 
+    import numpy as np
+
     times = []
     for _ in range(2):
         start = time.perf_counter()
-        speechlab.load(name)
+        model = speechlab.load(name)
         times.append(time.perf_counter() - start)
+    if model.kind == "asr" and "stream" not in model.capabilities:
+        silence = np.zeros(model.sample_rate // 2, np.float32)
+        for _ in range(2):
+            start = time.perf_counter()
+            model.transcribe(silence, model.sample_rate, nbest=1)
+            times.append(time.perf_counter() - start)
     conn.send(times)
 
 
@@ -44,7 +56,7 @@ def measure(name: str, threads: int) -> dict:
         parent, child = ctx.Pipe()
         p = ctx.Process(target=_in_process, args=(name, cache, threads, child))
         p.start()
-        first, again = parent.recv()
+        first, again, *nbest = parent.recv()
         p.join()
         env = dict(os.environ, SPEECHLAB_CACHE=cache, OMP_NUM_THREADS=str(threads))
         start = time.perf_counter()
@@ -52,7 +64,9 @@ def measure(name: str, threads: int) -> dict:
                        env=env, check=True)
         fresh = time.perf_counter() - start
     return {"model": name, "first_s": round(first, 1), "same_process_s": round(again, 1),
-            "new_process_s": round(fresh, 1)}
+            "new_process_s": round(fresh, 1),
+            **({"first_nbest_s": round(nbest[0], 2), "next_nbest_s": round(nbest[1], 2)}
+               if nbest else {})}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,13 +81,16 @@ def main(argv: list[str] | None = None) -> int:
 
         names = sorted(shipped())
     rows = []
-    print("| model | first load (empty cache) | again, same process | new process, cached |")
-    print("|---|---:|---:|---:|")
+    print("| model | first load (empty cache) | again, same process | new process, cached | "
+          "first request with confidences | the next |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name in names:
         r = measure(name, args.threads)
         rows.append(r)
-        print(f"| {name} | {r['first_s']} s | {r['same_process_s']} s | {r['new_process_s']} s |",
-              flush=True)
+        nb = (f"{r['first_nbest_s']} s | {r['next_nbest_s']} s" if "first_nbest_s" in r
+              else "| ")
+        print(f"| {name} | {r['first_s']} s | {r['same_process_s']} s | {r['new_process_s']} s | "
+              f"{nb} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0

@@ -133,6 +133,17 @@ def test_a_server_adds_no_words_unless_told(model_paths):
             runtime.close()
 
 
+def test_loading_does_what_a_whole_recording_models_first_request_would(model_paths):
+    """The first person to speak to a CTC-topology model does not wait for its lattice arrays:
+    ``load_models`` builds them (the page asks such a model for its words' confidences)."""
+    from speechlab.serve.models import load_models
+
+    served = load_models([model_paths["ctc"], model_paths["tones"]], say=lambda line: None)
+    ctc, tones = served.values()
+    assert ctc.model._lattice_graph is not None
+    assert tones.streaming  # a streaming model is left as it loaded: nothing to do early
+
+
 def test_a_language_allowlist_limits_the_decoders_over_http_and_websocket(server):
     messages = stream_file(server, "tones", server.wav, query="&languages=hi")
     assert all(m["active"] == ["hi"] for m in messages if m["type"] == "partial")

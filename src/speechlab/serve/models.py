@@ -124,6 +124,20 @@ class ServedModel:
                                    hotwords=query.get("hotwords"),
                                    hotword_score=query.get("hotword_score"), name=self.name)
 
+    def warm(self) -> None:
+        """Do once, now, what a recognizer that reads whole recordings does on its first
+        request from the page (which asks for its words' confidences): a CTC-topology model
+        turns its decoding graph into the lattice search's arrays there (en_ctc_t2: seconds),
+        which the first person to speak would otherwise wait for. Half a second of silence,
+        with the page's options."""
+        if self.kind != "asr" or self.streaming or "transcribe" not in self.model.capabilities:
+            return
+        import numpy as np
+
+        rate = self.model.sample_rate
+        as_recognizer(self.model, self.name).transcribe(
+            np.zeros(rate // 2, np.float32), rate, **self.options({"nbest": "1"}))
+
     def capabilities(self) -> list[str]:
         """What the page may offer for this model, in a fixed order."""
         order = ("transcribe", "stream", "early_stop", "hotwords", "synthesize", "attention",
@@ -156,6 +170,7 @@ def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None 
             except ConfigError as e:
                 where = f" on the CPU ({e})"
         served[name] = ServedModel(name, model)
+        served[name].warm()
         on = model.backend
         say(f"  {name}: {served[name].kind} model from {path}" + (f" ({on})" if on != "torch"
                                                                    else "") + where)

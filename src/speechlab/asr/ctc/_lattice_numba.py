@@ -779,3 +779,125 @@ def expand_histories(num_states, src, dst, word, max_states):
             j = nxt[j]
     return (np.array(o_src), np.array(o_dst), np.array(o_arc), np.array(st_orig),
             np.array(st_hist), np.array(h_parent), np.array(h_word), True)
+
+
+# --------------------------------------------------------------------------------------------
+# OpenFst's text form, read
+
+
+_EXACT_TENS = np.array([10.0 ** k for k in range(23)])  # every one exact in float64
+
+
+@numba.njit(cache=True, inline="always")
+def _space(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@numba.njit(cache=True)
+def _number(data, i, tens):
+    """The number written at ``data[i:]`` (ASCII) and the index after it, or ok False. A
+    decimal of at most 15 digits times a power of ten within 1e±22 is one exact integer
+    multiplied or divided by another, so one IEEE operation rounds it correctly: the value
+    Python's ``float`` gives (Clinger's fast path). ``inf``/``Infinity`` are read too;
+    anything else is not ok (the caller falls back to Python)."""
+    n = data.shape[0]
+    neg = False
+    if data[i] == 45 or data[i] == 43:  # - +
+        neg = data[i] == 45
+        i += 1
+    if i < n and (data[i] == 105 or data[i] == 73):  # i I: inf, Infinity
+        j = i
+        while j < n and not _space(data[j]) and data[j] != 10:
+            j += 1
+        word = data[i:j]
+        ok = word.shape[0] in (3, 8) and (word[0] | 32) == 105 and (word[1] | 32) == 110 \
+            and (word[2] | 32) == 102
+        return (-np.inf if neg else np.inf), j, ok
+    mant = 0
+    digits = 0
+    decimals = 0
+    seen_point = False
+    any_digit = False
+    while i < n:
+        c = data[i]
+        if 48 <= c <= 57:
+            any_digit = True
+            if mant > 0 or c != 48:
+                digits += 1
+            mant = mant * 10 + (c - 48) if digits <= 18 else mant
+            if seen_point:
+                decimals += 1
+        elif c == 46 and not seen_point:  # .
+            seen_point = True
+        else:
+            break
+        i += 1
+    exp = 0
+    if i < n and (data[i] == 101 or data[i] == 69):  # e E
+        i += 1
+        eneg = False
+        if i < n and (data[i] == 45 or data[i] == 43):
+            eneg = data[i] == 45
+            i += 1
+        any_exp = False
+        while i < n and 48 <= data[i] <= 57:
+            exp = exp * 10 + (data[i] - 48)
+            any_exp = True
+            i += 1
+            if exp > 1000:
+                return 0.0, i, False
+        if not any_exp:
+            return 0.0, i, False
+        if eneg:
+            exp = -exp
+    if not any_digit or (i < n and not _space(data[i]) and data[i] != 10) or digits > 15:
+        return 0.0, i, False
+    e10 = exp - decimals
+    if mant == 0:
+        return (-0.0 if neg else 0.0), i, True
+    if e10 < -22 or e10 > 22:
+        return 0.0, i, False
+    v = float(mant)
+    v = v * tens[e10] if e10 >= 0 else v / tens[-e10]
+    return (-v if neg else v), i, True
+
+
+@numba.njit(cache=True, nogil=True)
+def fst_text(data, tens):
+    """OpenFst's text form (ASCII bytes) as arcs ``(src, dst, ilabel, olabel, weight)``
+    (E, 5) and final states ``(state, weight)`` (F, 2), float64, and whether every field was
+    read (``lattice.fst_lines`` says what a line is)."""
+    n = data.shape[0]
+    lines = 1
+    for i in range(n):
+        if data[i] == 10:
+            lines += 1
+    arcs = np.zeros((lines, 5))
+    fins = np.zeros((lines, 2))
+    vals = np.zeros(5)
+    na = 0
+    nf = 0
+    i = 0
+    while i < n:
+        k = 0
+        while i < n and data[i] != 10:
+            if _space(data[i]):
+                i += 1
+                continue
+            v, i, ok = _number(data, i, tens)
+            if not ok:
+                return arcs[:0], fins[:0], False
+            if k < 5:
+                vals[k] = v
+            k += 1
+        i += 1
+        if k >= 4:
+            for j in range(4):
+                arcs[na, j] = vals[j]
+            arcs[na, 4] = vals[4] if k > 4 else 0.0
+            na += 1
+        elif k >= 1:
+            fins[nf, 0] = vals[0]
+            fins[nf, 1] = vals[1] if k > 1 else 0.0
+            nf += 1
+    return arcs[:na].copy(), fins[:nf].copy(), True
