@@ -80,6 +80,11 @@ def local_attention(q: Tensor, k: Tensor, v: Tensor, radius: int,
         raise ConfigError(f"local attention radius must be an integer >= 1, got {radius!r}")
     if chunk < 1:
         raise ConfigError(f"local attention chunk must be >= 1, got {chunk}")
+    if torch.jit.is_tracing():
+        # An ONNX graph is traced once and then run at any length; the blocks' geometry below
+        # is Python arithmetic on T, which a trace keeps as the example's constants. The graph
+        # computes the same band as a mask over every pair instead (exact, as above).
+        return attention_weights(q, k, key_padding_mask, radius) @ v
     B, H, T, D = q.shape
     if radius >= T - 1:
         return full_attention(q, k, v, key_padding_mask, dropout=dropout)

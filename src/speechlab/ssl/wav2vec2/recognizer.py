@@ -408,7 +408,7 @@ class Wav2Vec2Recognizer(ModelBase):
 
             model = OnnxWav2Vec2CTC(  # type: ignore[assignment]
                 graph_files(path, card, ["acoustic"])["acoustic"],
-                from_dict(CtcConfig, dict(card.config)))
+                from_dict(CtcConfig, dict(card.config)), source=path)
         d = card.data
         tokenizer = (GraphemeTokenizer.from_dict(d["tokenizer"], f"{path} tokenizer")
                      if "tokenizer" in d else None)
