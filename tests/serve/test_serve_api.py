@@ -548,3 +548,19 @@ def test_trickling_uploads_do_not_take_the_inference_slots(server):
     finally:
         for s in slow:
             s.close()
+
+
+def test_a_model_whose_first_request_fails_is_said_and_the_others_served(model_paths,
+                                                                           monkeypatch):
+    from speechlab.serve.models import ServedModel, load_models
+
+    def broken(self):
+        if self.name == "ctc":
+            raise RuntimeError("no lattice today")
+
+    monkeypatch.setattr(ServedModel, "warm", broken)
+    said: list[str] = []
+    served = load_models([model_paths["ctc"], model_paths["tones"]], say=said.append)
+    assert len(served) == 2  # named by their directories
+    assert "first request failed (RuntimeError: no lattice today)" in said[0]
+    assert "failed" not in said[1]

@@ -170,8 +170,14 @@ def load_models(paths: Sequence[Path], *, say: Any = print, backend: str | None 
             except ConfigError as e:
                 where = f" on the CPU ({e})"
         served[name] = ServedModel(name, model)
-        served[name].warm()
+        try:
+            served[name].warm()
+            failed = ""
+        except Exception as e:  # noqa: BLE001 - said, and the others are still served
+            failed = (f"; its first request failed ({type(e).__name__}: "
+                      f"{str(e).strip().splitlines()[-1][:200] if str(e).strip() else ''}), "
+                      "so the page's requests to it may fail too")
         on = model.backend
         say(f"  {name}: {served[name].kind} model from {path}" + (f" ({on})" if on != "torch"
-                                                                   else "") + where)
+                                                                   else "") + where + failed)
     return served
