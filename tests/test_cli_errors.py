@@ -694,6 +694,16 @@ CASES += [
     Case("synth-labels-not-utf8", lambda e: _synth(e, "bad.lab"),
          "{d}/bad.lab: a label file must be UTF-8 text",
          _salad_model(lambda m: (m.parent / "bad.lab").write_bytes(b"\xff\xfe0 1 x"))),
+    # text given where the labels file goes: the error says how to give text
+    Case("synth-text-as-labels", lambda e: ["synth", str(e / "m"), "Good morning to you.",
+                                            "--out", str(e / "x.wav")],
+         "synth: no labels file 'Good morning to you.'; to speak text, give it with --text: "
+         "speechlab synth {d}/m --text 'Good morning to you.' --out {d}/x.wav"),
+    Case("synth-labels-missing", lambda e: _synth(e, "none.lab"),
+         "synth: no labels file '{d}/none.lab'"),
+    Case("transcribe-wav-missing", lambda e: ["transcribe", str(e / "ctc"), str(e / "none.wav")],
+         "{d}/none.wav: audio file does not exist; check the path",
+         setup=lambda e: _tiny_ctc_package(e / "ctc")),
     # bytes that are not UTF-8 on the command line reach Python as lone surrogates
     Case("synth-text-not-utf8", lambda e: ["synth", str(e / "m"), "--text", "caf\udce9 ole",
                                            "--out", str(e / "x.wav")],

@@ -531,6 +531,7 @@ def _stream_file(model: Recognizer, wav: Path, args: Any, opts: dict[str, Any]
 
 def _run_synth(args: Any) -> int:
     import io
+    import shlex
 
     import numpy as np
     import soundfile as sf
@@ -541,6 +542,12 @@ def _run_synth(args: Any) -> int:
         raise ConfigError("synth: give either a LABELS file or --text, not both")
     if args.text is not None and not args.text.strip():
         raise DataError("synth: --text is empty")
+    if args.labels is not None and not Path(args.labels).exists():
+        said = str(args.labels)
+        raise DataError(f"synth: no labels file {said!r}" + (
+            f"; to speak text, give it with --text: speechlab synth {args.model} --text "
+            f"{shlex.quote(said)} --out {shlex.quote(str(args.out))}"
+            if " " in said.strip() or not Path(said).suffix else ""))
     model = as_synthesizer(load(args.model, backend=args.backend, device=args.device),
                            args.model)
     speech = model.synthesize(text=args.text, labels=args.labels,

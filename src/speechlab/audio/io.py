@@ -105,7 +105,8 @@ def audio_info(path: str | Path, *, utt: str | None = None) -> AudioInfo:
     path = Path(path)
     loc = where(path, utt=utt)
     if not path.exists():
-        raise DataError(f"{loc}: audio file does not exist; fix the path in the manifest/wav.scp")
+        raise DataError(f"{loc}: audio file does not exist; " + (
+            "fix the path in the manifest/wav.scp" if utt is not None else "check the path"))
     if path.stat().st_size == 0:
         raise DataError(f"{loc}: audio file is empty (0 bytes); re-create or drop it")
     try:
