@@ -369,19 +369,6 @@ def test_unique_paths_stop_at_their_state_bound_with_the_utterance_named(case):
         L.unique_paths(lat, max_states=3)
 
 
-def _python_fst_lines(text: str) -> tuple[np.ndarray, np.ndarray]:
-    """OpenFst text read line by line with Python's ``int`` and ``float``."""
-    rows, finals = [], []
-    for line in text.splitlines():
-        f = line.split()
-        if len(f) >= 4:
-            rows.append((int(f[0]), int(f[1]), int(f[2]), int(f[3]),
-                         float(f[4]) if len(f) > 4 else 0.0))
-        elif f:
-            finals.append((int(f[0]), float(f[1]) if len(f) > 1 else 0.0))
-    return np.array(rows, float).reshape(-1, 5), np.array(finals, float).reshape(-1, 2)
-
-
 def test_the_compiled_reader_of_fst_text_gives_pythons_numbers():
     """Bit for bit what Python reads: tabs or spaces, weights or none, signs, exponents,
     infinities, digits past float precision (read by Python), 6-digit weights of every size
@@ -393,7 +380,7 @@ def test_the_compiled_reader_of_fst_text_gives_pythons_numbers():
                               "4 1 1 1 7.", "5 1 1 1 1.23456789012345678", "6 1 1 1 1e-30",
                               "7 1 1 1 -0", "12", "13 2.5e+2", "12 0.25"]) + "\n"
     for t in (text, "", "5", "0 1 2 3 0.7\n1"):
-        got, want = L.fst_lines(t), _python_fst_lines(t)
+        got, want = L.fst_lines(t), L.python_fst_lines(t)
         for g, w in zip(got, want):
             assert g.shape == w.shape and np.array_equal(g, w) and \
                 np.array_equal(np.signbit(g), np.signbit(w))
