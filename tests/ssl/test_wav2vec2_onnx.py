@@ -82,3 +82,19 @@ def test_speechlabs_own_models_give_their_log_probs_at_any_length(front_end):
                            {"x": {1: "S"}, "log_probs": {1: "T"}})
         with pytest.raises(DataError, match="export the model again"):
             OnnxWav2Vec2CTC(old, config, source="old.onnx")
+
+
+@pytest.mark.parametrize("name", ["en_w2v2_local", "en_w2v2_orig"])
+def test_the_shipped_packages_read_alike_on_onnxruntime(name):
+    """The shipped wav2vec 2.0 models (log-mel front end; local attention in one) through their
+    ONNX graphs: PyTorch's log-probs at lengths other than the trace's (before the fix their
+    graphs answered every recording with the trace's example, or failed)."""
+    from speechlab.shipped import models_dir
+
+    if not (models_dir() / name / "speechlab.json").is_file():
+        pytest.skip(f"{name} is not shipped here")
+    model = speechlab.load(name)
+    graph = model.onnx()
+    for seconds, seed in ((1.1, 0), (2.7, 1)):
+        x = _audio(seconds, seed)
+        assert np.allclose(graph.log_probs(x), model.log_probs(x), atol=1e-3)
