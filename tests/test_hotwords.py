@@ -76,6 +76,30 @@ def test_the_ctc_model_finds_a_hotword_it_missed(tmp_path):
         asr.transcribe(audio, hotwords=[missed], method="prefix")
 
 
+def test_the_boosted_lattice_arrays_are_the_composed_graphs(tmp_path):
+    """Word confidences with hotwords come from the lattice of the boosted graph. Its arrays
+    are the model's with the hotwords' arcs made cheaper, instead of the composed graph read
+    again: the same n-best, posteriors and confidences as from the composed graph."""
+    import speechlab
+    from speechlab.asr.ctc import lattice
+    from speechlab.testing.tiny_models import ctc_package
+
+    asr = speechlab.load(ctc_package(tmp_path / "ctc"))
+    audio = _noise(2.0, 0)
+    plain = asr.transcribe(audio).text.split()
+    missed = [w for w in asr.graph.lang.words if w not in plain]
+    for hotwords in (missed[:1], missed[1:3]):
+        new = asr.transcribe(audio, hotwords=hotwords, hotword_score=10.0, nbest=5)
+        assert any(w in t.split() for t, _ in new.nbest for w in hotwords)  # the bonus counts
+        biased = next(iter(asr._boosted_decoders.values()))
+        biased.lattice = lattice.DecodingGraph.from_fst(biased.graph.fst)  # the composed graph
+        old = asr.transcribe(audio, hotwords=hotwords, hotword_score=10.0, nbest=5)
+        assert [t for t, _ in new.nbest] == [t for t, _ in old.nbest]
+        assert np.allclose([p for _, p in new.nbest], [p for _, p in old.nbest], atol=1e-3)
+        assert np.allclose([w.confidence for w in new.words], [w.confidence for w in old.words],
+                           atol=1e-3)
+
+
 def test_a_hotword_the_ctc_model_lacks_is_added_to_its_graph(tmp_path, monkeypatch):
     import speechlab
     from speechlab.asr.ctc import phones
