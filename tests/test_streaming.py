@@ -67,7 +67,11 @@ def test_each_rule_on_its_own(talk):
     silence = np.zeros(16000 * 3, np.float32)
     closed, _ = _run(VadStream(Lengths(), EndpointConfig(silence_before_text=1.0)), silence)
     assert closed and all(u.text == "" and u.extra["endpoint"] == "silence_before_text"
-                          for u in closed)
+                          and u.language is None for u in closed)
+    # a model of one language says it of an utterance with nothing heard, as transcribe does
+    closed, _ = _run(VadStream(Lengths(), EndpointConfig(silence_before_text=1.0),
+                               languages=("en",)), silence)
+    assert closed and all(u.text == "" and u.language == "en" for u in closed)
     assert 1.0 <= closed[0].extra["end"] <= 1.2
     closed, _ = _run(VadStream(Lengths(), EndpointConfig(silence_after_text=float("inf"),
                                                          max_utterance=2.0)), audio)

@@ -117,8 +117,9 @@ class VadStream:
         audio = np.concatenate(self._audio) if self._audio else np.zeros(0, np.float32)
         start = self._start / SAMPLE_RATE
         end = (self._start + self._samples) / SAMPLE_RATE
-        if self._first_speech is None:
-            result = Transcript("", None, None, ())
+        if self._first_speech is None:  # nothing heard: no text, in the one language it has
+            result = Transcript("", self.languages[0] if len(self.languages) == 1 else None,
+                                None, ())
         else:
             pad = int(self.cfg.pad * SAMPLE_RATE)
             window = self.vad.window
