@@ -118,9 +118,9 @@ def test_a_toy_family_plugs_in_with_one_registry_entry(tmp_path, monkeypatch, ca
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("\ten\tspeech") and out[1].endswith("\ten\tsilence"), out
     # it reads whole recordings: a stream's utterances are cut by voice activity, and a tone
-    # is no voice, so the one line is empty
+    # is no voice, so the one line is empty (in the model's one language)
     assert main(["transcribe", str(tmp_path / "pkg"), str(loud), "--stream"]) == 0
-    assert capsys.readouterr().out.splitlines() == [f"{loud}\t-\t"]
+    assert capsys.readouterr().out.splitlines() == [f"{loud}\ten\t"]
     served = ServedModel("toy", load(tmp_path / "pkg"))
     assert served.describe() == {"name": "toy", "kind": "asr", "streaming": False,
                                  "languages": ["en"]}
