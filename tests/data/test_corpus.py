@@ -47,6 +47,7 @@ def test_layout_and_summary(tiny):
     cuts = _cuts(tiny)
     assert sum(len(c) for c in cuts.values()) == 24
     assert set(info["synthetic"]["text_sources"]) == set(LANGUAGES)
+    assert info["synthetic"]["festival_models"] == {}  # SLT as Debian ships it
 
 
 def test_each_language_in_its_own_script_with_real_sentences(tiny, harvested):
@@ -161,6 +162,19 @@ def _manifest_lines(corpus_dir: Path) -> dict[str, list[str]]:
 def _wav_bytes(corpus_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(corpus_dir)): p.read_bytes()
             for p in sorted((corpus_dir / "wav").rglob("*.wav"))}
+
+
+def test_slt_through_its_16k_model_is_a_family_a_corpus_records(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPEECHLAB_CACHE", str(tmp_path / "cache"))
+    cfg = CorpusConfig(minutes={"en": 1.0}, utterances_per_language=6, dev_fraction=0.17,
+                       test_fraction=0.17, voices={"en": {"en-slt16": 1.0}},
+                       unseen_voices={}, batch_size=8)
+    out = make_asr_corpus(cfg, tmp_path / "c", progress=False)
+    info = json.loads((out / "corpus.json").read_text(encoding="utf-8"))
+    assert list(info["synthetic"]["festival_models"]) == ["cmu_us_slt_arctic_hts_16k"]
+    cuts = list(load_cuts(out, "train"))
+    assert {c.supervisions[0].speaker for c in cuts} == {"en-slt16"}
+    assert all(c.duration > 0.5 for c in cuts)
 
 
 def test_deterministic_for_a_seed(tiny, tmp_path):

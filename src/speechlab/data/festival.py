@@ -10,6 +10,11 @@ their own spelling (:mod:`speechlab.text.respell`): English with their voices an
 the accented-English checks (``benchmarks/accented_english.py``) and for a corpus that asks for
 them (``en-dita`` ... in :data:`speechlab.data.corpus.BASE_VOICES`).
 
+The SLT voice's model is made for 32 kHz. ``cmu_us_slt_arctic_hts_16k`` is the same voice through
+a 16 kHz conversion of its model file (:mod:`speechlab.data.htsvoice`), which festival speaks
+twice as fast; the corpus's ``en-slt`` is the voice as Debian ships it (``en-slt16`` the
+conversion).
+
 A batch is one Scheme script run by ``festival -b``: starting festival and loading a voice
 costs about 0.2 s, synthesizing a sentence with a diphone voice about 10 ms per second of
 speech. festival is deterministic (no state carries from one utterance to the next that changes
@@ -43,20 +48,27 @@ SAMPLE_RATE = 16000
 @dataclass(frozen=True)
 class FestivalVoice:
     """One of festival's voices: its Scheme name (``voice_<name>``), its Debian package, the
-    native sample rate of its waves, its language and the encoding it reads text in (the Czech
-    and Finnish voices read 8-bit text)."""
+    sample rate of its waves, its language and the encoding it reads text in (the Czech and
+    Finnish voices read 8-bit text). ``htsvoice``: an HTS voice's model file (under the voice's
+    directory), spoken through its 16 kHz conversion (:mod:`speechlab.data.htsvoice`)."""
 
     name: str
     package: str
     sample_rate: int
     language: str = "en"
     encoding: str = "utf-8"
+    htsvoice: str | None = None
 
 
 VOICES: dict[str, FestivalVoice] = {
     "kal_diphone": FestivalVoice("kal_diphone", "festvox-kallpc16k", 16000),
     "ked_diphone": FestivalVoice("ked_diphone", "festvox-kdlpc16k", 16000),
     "cmu_us_slt_arctic_hts": FestivalVoice("cmu_us_slt_arctic_hts", "festvox-us-slt-hts", 32000),
+    # the same voice through its model converted to 16 kHz: twice as fast, not the same sound
+    # to a recognizer that learnt the voice above (docs/corpus.md, "Speed")
+    "cmu_us_slt_arctic_hts_16k": FestivalVoice("cmu_us_slt_arctic_hts", "festvox-us-slt-hts",
+                                               16000,
+                                               htsvoice="hts/cmu_us_slt_arctic_hts.htsvoice"),
     "hindi_NSK_diphone": FestivalVoice("hindi_NSK_diphone", "festvox-hi-nsk", 16000, "hi"),
     # speakers of other languages (women: dita, lj, lp; men: machac, ph, mv, pc)
     "czech_dita": FestivalVoice("czech_dita", "festvox-czech-dita", 32000, "cs", "iso-8859-2"),
@@ -82,12 +94,38 @@ class FestivalItem:
     stretch: float = 1.0
 
 
+_VOICE_ROOTS = (Path("/usr/share/festival/voices"), Path("/usr/lib/festival/voices"))
+
+
 @functools.lru_cache(maxsize=1)
+def _voice_dirs() -> dict[str, Path]:
+    return {p.name: p for root in _VOICE_ROOTS if root.is_dir() for p in root.glob("*/*")
+            if p.is_dir()}
+
+
 def installed_voices() -> frozenset[str]:
     """The voices of :data:`VOICES` whose files are on this machine."""
-    roots = [Path("/usr/share/festival/voices"), Path("/usr/lib/festival/voices")]
-    found = {p.name for root in roots if root.is_dir() for p in root.glob("*/*") if p.is_dir()}
-    return frozenset(v for v in VOICES if v in found)
+    return frozenset(k for k, v in VOICES.items() if v.name in _voice_dirs())
+
+
+def model_conversions(voices: Sequence[str]) -> dict[str, str]:
+    """For a corpus's provenance: which of ``voices`` speak through a converted model file."""
+    from speechlab.data.htsvoice import CONVERSION_VERSION, TARGET_RATE
+
+    return {v: f"{VOICES[v].htsvoice} at {TARGET_RATE} Hz (speechlab.data.htsvoice, "
+               f"conversion {CONVERSION_VERSION})" for v in voices if VOICES[v].htsvoice}
+
+
+def _model_file(voice: FestivalVoice) -> Path:
+    """The 16 kHz conversion of ``voice``'s HTS model file."""
+    from speechlab.data.htsvoice import converted_voice
+
+    assert voice.htsvoice is not None
+    source = _voice_dirs()[voice.name] / voice.htsvoice
+    if not source.is_file():
+        raise MissingToolError(f"festival voice {voice.name} has no {voice.htsvoice}; "
+                               f"reinstall the Debian package {voice.package}")
+    return converted_voice(source)
 
 
 def check_voices(voices: Sequence[str]) -> None:
@@ -114,7 +152,11 @@ def _script(items: Sequence[FestivalItem], out_dir: Path) -> bytes:
     lines, voice, stretch = [], None, None
     for i, item in enumerate(items):
         if item.voice != voice:
-            lines.append(f"(voice_{item.voice})".encode())
+            v = VOICES[item.voice]
+            lines.append(f"(voice_{v.name})".encode())
+            if v.htsvoice:  # the voice's setup names its own model file: name another
+                model = _scheme_string(str(_model_file(v)))
+                lines.append(f'(set! hts_engine_params (list (list "-m" {model})))'.encode())
             voice, stretch = item.voice, None
         if item.stretch != stretch:
             lines.append(f"(Parameter.set 'Duration_Stretch {item.stretch:.4f})".encode())
