@@ -76,28 +76,73 @@ def test_the_ctc_model_finds_a_hotword_it_missed(tmp_path):
         asr.transcribe(audio, hotwords=[missed], method="prefix")
 
 
-def test_the_boosted_lattice_arrays_are_the_composed_graphs(tmp_path):
-    """Word confidences with hotwords come from the lattice of the boosted graph. Its arrays
-    are the model's with the hotwords' arcs made cheaper, instead of the composed graph read
-    again: the same n-best, posteriors and confidences as from the composed graph."""
+def _composed(asr, words: list[str], score: float):
+    """T∘L∘G composed with a one-state transducer that passes every word and charges the
+    hotwords ``-score``: the boosted graph as OpenFst makes it (the reference)."""
+    import kaldifst
+
+    ids = {asr.graph.lang.word_index()[w] for w in words}
+    boost = kaldifst.StdVectorFst()
+    state = boost.add_state()
+    boost.start = state
+    boost.set_final(state, 0.0)
+    for word in range(1, asr.graph.lang.num_words + 1):
+        boost.add_arc(state, kaldifst.StdArc(word, word, -score if word in ids else 0.0, state))
+    kaldifst.arcsort(boost, sort_type="ilabel")
+    return kaldifst.compose(asr.graph.fst, boost)
+
+
+def test_the_boosted_arrays_decode_as_the_composed_graph(tmp_path):
+    """Hotwords on a CTC-topology model are the search arrays with the hotwords' arcs made
+    cheaper, decoded by our own search, instead of T∘L∘G composed again for each set of words:
+    the same best path as kaldi's decoder over the composed graph, and the same n-best,
+    posteriors and confidences as the composed graph's lattice."""
     import speechlab
     from speechlab.asr.ctc import lattice
+    from speechlab.asr.ctc.decode import ViterbiDecoder
     from speechlab.testing.tiny_models import ctc_package
 
     asr = speechlab.load(ctc_package(tmp_path / "ctc"))
     audio = _noise(2.0, 0)
     plain = asr.transcribe(audio).text.split()
     missed = [w for w in asr.graph.lang.words if w not in plain]
+    lp = asr.log_probs(audio)
     for hotwords in (missed[:1], missed[1:3]):
         new = asr.transcribe(audio, hotwords=hotwords, hotword_score=10.0, nbest=5)
         assert any(w in t.split() for t, _ in new.nbest for w in hotwords)  # the bonus counts
-        biased = next(iter(asr._boosted_decoders.values()))
-        biased.lattice = lattice.DecodingGraph.from_fst(biased.graph.fst)  # the composed graph
+        fst = _composed(asr, hotwords, 10.0)
+        best = ViterbiDecoder(fst, asr.graph.num_tokens, asr.viterbi).decode(lp)
+        assert " ".join(asr.graph.words(best.words)) == new.text
+        biased = next(iter(asr._boosted_sets.values()))
+        biased.lattice = lattice.DecodingGraph.from_fst(fst)  # the composed graph's arrays
         old = asr.transcribe(audio, hotwords=hotwords, hotword_score=10.0, nbest=5)
+        assert old.text == new.text
+        assert [(w.word, w.start, w.end) for w in old.words] == \
+            [(w.word, w.start, w.end) for w in new.words]
         assert [t for t, _ in new.nbest] == [t for t, _ in old.nbest]
         assert np.allclose([p for _, p in new.nbest], [p for _, p in old.nbest], atol=1e-3)
         assert np.allclose([w.confidence for w in new.words], [w.confidence for w in old.words],
                            atol=1e-3)
+
+
+def test_the_word_times_of_our_search_are_kaldis(tmp_path):
+    """The best path of our own search gives each word the frame kaldi's decoder gives it, so
+    the word times with hotwords are measured as without."""
+    import speechlab
+    from speechlab.asr.ctc import lattice
+    from speechlab.testing.tiny_models import ctc_package
+
+    asr = speechlab.load(ctc_package(tmp_path / "ctc"))
+    v = asr.viterbi
+    cfg = lattice.LatticeConfig(beam=v.beam, max_active=v.max_active, lattice_beam=0.0,
+                                acoustic_scale=v.acoustic_weight, unique_paths=False)
+    for seed in range(4):
+        lp = asr.log_probs(_noise(2.0 + seed / 2, seed))
+        kaldi = asr._decoder.decode(lp)
+        ours = lattice.generate(asr._arrays_of(asr.graph), lp, cfg).best_path()
+        assert ours.words == tuple(kaldi.words) and len(ours.words) > 0
+        assert ours.tokens == tuple(int(t) for t in kaldi.tokens)
+        assert ours.word_frames == tuple(kaldi.word_frames)
 
 
 def test_a_hotword_the_ctc_model_lacks_is_added_to_its_graph(tmp_path, monkeypatch):

@@ -214,18 +214,23 @@ class Lattice:
             raise DataError(f"utterance {self.utt!r}: the lattice has no complete path")
         words = tuple(int(x) for x in self.word[arcs] if x != 0)
         tokens = tuple(int(x) for x in self.token[arcs] if x >= 0)
-        return BestPath(words, tokens, float(score), float(self.loglik[arcs].sum()))
+        # the frame each word is on: the token arcs before the arc that emits it
+        before = np.cumsum(self.token[arcs] >= 0) - (self.token[arcs] >= 0)
+        frames = tuple(int(f) for f in before[self.word[arcs] != 0])
+        return BestPath(words, tokens, float(score), float(self.loglik[arcs].sum()), frames)
 
 
 @dataclass(frozen=True)
 class BestPath:
-    """One path: its words, its tokens (one per frame), its total log score and its acoustic
-    log-likelihood ``log p(pi|X)`` (eq. 2)."""
+    """One path: its words, its tokens (one per frame), its total log score, its acoustic
+    log-likelihood ``log p(pi|X)`` (eq. 2) and the frame each word is on (the tokens before
+    the arc that emits it, as :class:`~speechlab.asr.ctc.decode.ViterbiResult` counts them)."""
 
     words: tuple[int, ...]
     tokens: tuple[int, ...]
     score: float
     loglik: float
+    word_frames: tuple[int, ...] = ()
 
 
 def _acoustic(lat: Lattice) -> tuple[np.ndarray, np.ndarray]:
