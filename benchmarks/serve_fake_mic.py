@@ -19,7 +19,7 @@ the audio it sent, and the text of ``speechlab transcribe`` on the file itself i
 it (``file``), with each one's WER against ``--reference`` (lines ``WAV<TAB>TEXT``) if given.
 
     python benchmarks/serve_fake_mic.py --model en_ctc a.wav b.wav [--reference refs.tsv]
-        [--json out.json] [--keep DIR] [--screenshots DIR]
+        [--hotwords W1,W2] [--json out.json] [--keep DIR] [--screenshots DIR]
 
 Prints one line per recording (same / differs: the page's text against the CLI's on the page's
 audio) and exits 1 if any differs.
@@ -56,7 +56,8 @@ def _padded(wav: Path, out: Path) -> float:
     return 1.0 + len(x) / sr
 
 
-def _cli_text(model: str, wav: Path, language: str | None, stream: bool) -> str:
+def _cli_text(model: str, wav: Path, language: str | None, stream: bool,
+              hotwords: str | None = None) -> str:
     """``speechlab transcribe``'s text of ``wav``: with ``stream``, as the page hears it (the
     file in 100 ms pieces, an utterance a line: endpoints, or voice activity for a model that
     reads whole recordings), the utterances joined by spaces; else the whole file at once."""
@@ -65,13 +66,16 @@ def _cli_text(model: str, wav: Path, language: str | None, stream: bool) -> str:
         cmd += ["--stream", "--chunk-ms", "100"]
     if language:
         cmd += ["--language", language]
+    if hotwords:
+        cmd += ["--hotwords", hotwords]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     texts = [json.loads(line)["text"] for line in out.strip().splitlines() if line.strip()]
     return " ".join(t for t in texts if t)
 
 
 def _page_text(url: str, model_name: str, wav: Path, speech_end: float,
-               language: str | None, screenshot: Path | None = None) -> tuple[str, np.ndarray]:
+               language: str | None, screenshot: Path | None = None,
+               hotwords: str | None = None) -> tuple[str, np.ndarray]:
     """The page's final text for ``wav`` played as its microphone, and the audio it sent;
     ``screenshot``: also save the whole page there (PNG) once it has its final text."""
     from playwright.sync_api import sync_playwright
@@ -86,6 +90,8 @@ def _page_text(url: str, model_name: str, wav: Path, speech_end: float,
             page.select_option("#asr-model", model_name)
             if language and page.locator("#asr-language").count():
                 page.select_option("#asr-language", language)
+            if hotwords:
+                page.fill("#asr-hotwords", hotwords)
             page.evaluate("document.addEventListener('recording', "
                           "(e) => { window.sentAudio = Array.from(e.detail.samples); })")
             page.click("#asr-record")
@@ -150,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="keep the audio each recording's page sent here (sent-NAME.wav)")
     p.add_argument("--screenshots", type=Path, default=None,
                    help="save the page as each recording left it here (NAME.png)")
+    p.add_argument("--hotwords", default=None,
+                   help="W1,W2: typed into the page's hotword box, and given to the CLI")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
     for folder in (args.keep, args.screenshots):
@@ -172,13 +180,13 @@ def main(argv: list[str] | None = None) -> int:
             padded = Path(tmp) / wav.name
             end = _padded(wav, padded)
             shot = args.screenshots / f"{wav.stem}.png" if args.screenshots else None
-            page, sent = _page_text(url, name, padded, end, args.language, shot)
+            page, sent = _page_text(url, name, padded, end, args.language, shot, args.hotwords)
             if not len(sent):
                 raise RuntimeError(f"{wav}: the page kept no recording")
             sent_wav = (args.keep or Path(tmp)) / f"sent-{wav.name}"
             sf.write(sent_wav, sent, 16000, subtype="FLOAT")  # the page's float32 samples
-            cli = _cli_text(args.model, sent_wav, args.language, stream=True)
-            file_cli = _cli_text(args.model, padded, args.language, stream=True)
+            cli = _cli_text(args.model, sent_wav, args.language, True, args.hotwords)
+            file_cli = _cli_text(args.model, padded, args.language, True, args.hotwords)
             ok = page.strip() == cli.strip()
             same = same and ok
             row = {"wav": str(wav), "page": page, "cli": cli, "file_cli": file_cli, "same": ok,
