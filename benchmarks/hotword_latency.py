@@ -36,21 +36,6 @@ SETS = (("front", "rear", "side", "center", "left", "right"), ("rear",), ("menu"
 ALSA = Path("/usr/share/sounds/alsa")
 
 
-def composed(asr, words, score: float):
-    """T∘L∘G composed with a transducer that charges ``words`` ``-score`` (the reference)."""
-    import kaldifst
-
-    ids = {asr.graph.lang.word_index()[w] for w in words}
-    boost = kaldifst.StdVectorFst()
-    state = boost.add_state()
-    boost.start = state
-    boost.set_final(state, 0.0)
-    for word in range(1, asr.graph.lang.num_words + 1):
-        boost.add_arc(state, kaldifst.StdArc(word, word, -score if word in ids else 0.0, state))
-    kaldifst.arcsort(boost, sort_type="ilabel")
-    return kaldifst.compose(asr.graph.fst, boost)
-
-
 def recordings(corpus: Path, n: int) -> list:
     import numpy as np
 
@@ -74,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import speechlab
     from speechlab.asr.ctc.decode import ViterbiDecoder
+    from speechlab.testing.hotwords import composed_boost
 
     asr = speechlab.load(args.model)
     if not hasattr(asr, "graph"):
@@ -97,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         asr.transcribe(audio[0], 16000, hotwords=list(words), hotword_score=args.score)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        fst = composed(asr, words, args.score)
+        fst = composed_boost(asr, words, args.score)
         compose = time.perf_counter() - t0
         decoder = ViterbiDecoder(fst, asr.graph.num_tokens, asr.viterbi)
         same = 0

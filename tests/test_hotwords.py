@@ -76,22 +76,6 @@ def test_the_ctc_model_finds_a_hotword_it_missed(tmp_path):
         asr.transcribe(audio, hotwords=[missed], method="prefix")
 
 
-def _composed(asr, words: list[str], score: float):
-    """T∘L∘G composed with a one-state transducer that passes every word and charges the
-    hotwords ``-score``: the boosted graph as OpenFst makes it (the reference)."""
-    import kaldifst
-
-    ids = {asr.graph.lang.word_index()[w] for w in words}
-    boost = kaldifst.StdVectorFst()
-    state = boost.add_state()
-    boost.start = state
-    boost.set_final(state, 0.0)
-    for word in range(1, asr.graph.lang.num_words + 1):
-        boost.add_arc(state, kaldifst.StdArc(word, word, -score if word in ids else 0.0, state))
-    kaldifst.arcsort(boost, sort_type="ilabel")
-    return kaldifst.compose(asr.graph.fst, boost)
-
-
 def test_the_boosted_arrays_decode_as_the_composed_graph(tmp_path):
     """Hotwords on a CTC-topology model are the search arrays with the hotwords' arcs made
     cheaper, decoded by our own search, instead of T∘L∘G composed again for each set of words:
@@ -100,6 +84,7 @@ def test_the_boosted_arrays_decode_as_the_composed_graph(tmp_path):
     import speechlab
     from speechlab.asr.ctc import lattice
     from speechlab.asr.ctc.decode import ViterbiDecoder
+    from speechlab.testing.hotwords import composed_boost
     from speechlab.testing.tiny_models import ctc_package
 
     asr = speechlab.load(ctc_package(tmp_path / "ctc"))
@@ -110,7 +95,7 @@ def test_the_boosted_arrays_decode_as_the_composed_graph(tmp_path):
     for hotwords in (missed[:1], missed[1:3]):
         new = asr.transcribe(audio, hotwords=hotwords, hotword_score=10.0, nbest=5)
         assert any(w in t.split() for t, _ in new.nbest for w in hotwords)  # the bonus counts
-        fst = _composed(asr, hotwords, 10.0)
+        fst = composed_boost(asr, hotwords, 10.0)
         best = ViterbiDecoder(fst, asr.graph.num_tokens, asr.viterbi).decode(lp)
         assert " ".join(asr.graph.words(best.words)) == new.text
         biased = next(iter(asr._boosted_sets.values()))
