@@ -1,7 +1,7 @@
 """Hotwords: a word the model misses is found when the search is biased towards it, for the
 RNN-T (a context graph in the beam search) and the CTC-topology models (boosted arcs in
-T∘L∘G, a word the graph lacks added to it first); the context graph on its own; bad hotwords refused by the CLI, the options and the
-server's parser."""
+T∘L∘G, a word the graph lacks added to it first); the context graph on its own; bad hotwords
+refused by the CLI, the options and the server's parser."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from speechlab.asr.ctc import topology as topo_mod
@@ -459,6 +459,9 @@ class DecodingGraph:
     topology: str
     recipe: str
     info: dict = field(default_factory=dict)
+    # the cache file the FST was read from or written to (:func:`cached_decoding_graph`), where
+    # what is derived from it (the lattice search's arrays) may be kept beside it
+    source: Path | None = None
 
     def words(self, ids: Iterable[int]) -> list[str]:
         """Word strings of word ids."""
@@ -667,11 +670,11 @@ def cached_decoding_graph(cache_dir: str | Path, name: str, lexicon: Lexicon, ar
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
             fst = kaldifst.StdVectorFst.read(str(fst_path))
             return DecodingGraph(fst, meta["num_tokens"], lang, meta["topology"],
-                                 meta["recipe"], meta["info"])
+                                 meta["recipe"], meta["info"], source=fst_path)
         graph = decoding_graph(name, lang, grammar_fst(arpa, lang, missing), recipe)
         with atomic_path(fst_path) as tmp:
             graph.fst.write(str(tmp))
         atomic_write_json(meta_path, {"num_tokens": graph.num_tokens, "topology": graph.topology,
                                       "recipe": graph.recipe, "info": graph.info,
                                       "arpa": str(arpa), "words": lang.num_words})
-        return graph
+        return replace(graph, source=fst_path)

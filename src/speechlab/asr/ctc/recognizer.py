@@ -402,11 +402,12 @@ class CtcRecognizer(ModelBase):
 
         if graph is self.graph:
             if self._lattice_graph is None:
-                self._lattice_graph = lattice.DecodingGraph.from_fst(graph.fst)
+                self._lattice_graph = lattice.DecodingGraph.from_fst_cached(graph.fst,
+                                                                            graph.source)
             return self._lattice_graph
         kept = self.__dict__.get("_added_arrays")
         if kept is None or kept[0] is not graph:
-            kept = (graph, lattice.DecodingGraph.from_fst(graph.fst))
+            kept = (graph, lattice.DecodingGraph.from_fst_cached(graph.fst, graph.source))
             self.__dict__["_added_arrays"] = kept
         return kept[1]
 
