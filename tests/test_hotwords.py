@@ -157,6 +157,8 @@ def test_a_hotword_the_ctc_model_lacks_is_added_to_its_graph(tmp_path, monkeypat
     assert any(w.word == "nos" and w.confidence is not None for w in biased.words)
     assert any("nos" in text.split() for text, _ in biased.nbest)
     assert len(list((tmp_path / "cache" / "graphs").glob("*.fst"))) == 1  # built once, kept
+    # ...but not its search arrays: each new set of words would add as much again to the disk
+    assert not list((tmp_path / "cache" / "graphs").glob("*.npz"))
     again = asr.transcribe(audio, hotwords=["nos"], hotword_score=15.0)
     assert again.text == biased.text and asked == [["nos"]]  # the same graph, not rebuilt
     assert asr.transcribe(audio).text == plain.text  # the model's own graph is untouched

@@ -407,7 +407,8 @@ class CtcRecognizer(ModelBase):
             return self._lattice_graph
         kept = self.__dict__.get("_added_arrays")
         if kept is None or kept[0] is not graph:
-            kept = (graph, lattice.DecodingGraph.from_fst_cached(graph.fst, graph.source))
+            # not kept on disk: each new set of words would add a graph's worth of arrays
+            kept = (graph, lattice.DecodingGraph.from_fst(graph.fst))
             self.__dict__["_added_arrays"] = kept
         return kept[1]
 
