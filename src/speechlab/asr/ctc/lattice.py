@@ -103,7 +103,8 @@ class DecodingGraph:
         if path.exists():
             try:
                 return cls.load(path)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, DataError) as e:
+            except (OSError, ValueError, KeyError, IndexError, EOFError, zipfile.BadZipFile,
+                    DataError) as e:
                 log.warning("%s: unreadable (%s); made again", path, e)
         graph = cls.from_fst(fst)
         with contextlib.suppress(OSError):
