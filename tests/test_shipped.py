@@ -205,6 +205,20 @@ def test_ship_makes_a_package_with_its_card_readme_and_measured_figures(tmp_path
     assert f"fitted on {fitted['words']} words of the run corpus's dev split" in readme
     capsys.readouterr()
     assert main(["models"]) == 0 and "en_ctc" in capsys.readouterr().out
+    # measured again on the same corpus, by name, the figures are the card's
+    measured = tmp_path / "measured.json"
+    assert main(["models", "measure", "en_ctc", "--corpus", str(corpus), "--json",
+                 str(measured)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    again = json.loads(measured.read_text())
+    assert again["figures"] == again["card"] == figures
+    assert printed[0].split() == ["figure", "measured", "card"]
+    assert any(line.split()[-2:] == [str(figures["en test WER"])] * 2
+               for line in printed if line.startswith("en test WER "))
+    # an existing --json is not replaced without --overwrite, before any decoding
+    assert main(["models", "measure", "en_ctc", "--corpus", str(corpus), "--json",
+                 str(measured)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
     # not replaced without --overwrite; nothing left half-made
     assert main(["models", "ship", model, "--name", "en_ctc", "--corpus", str(corpus)]) == 2
     assert sorted(p.name for p in ships.iterdir()) == ["en_ctc"]
@@ -293,3 +307,25 @@ def test_serve_lists_the_shipped_models_in_the_order_file_s_order(tmp_path, monk
     assert [p.name for p in model_paths([], None)] == ["c_model", "a_model", "b_model"]
     # given paths are served as given
     assert model_paths([tmp_path / "b_model"], None) == [tmp_path / "b_model"]
+
+
+def test_measure_refuses_a_corpus_it_cannot_measure_on(ships, monkeypatch, tmp_path, capsys):
+    """``models measure`` names what is wrong: no test split, or none in the model's
+    languages; and an unknown model."""
+    from lhotse import CutSet
+
+    from speechlab.testing.corpus import tiny_corpus
+
+    monkeypatch.setenv(MODELS_ENV, str(ships))
+    assert main(["models", "measure", "en_tiny_ctc", "--corpus", str(tmp_path)]) == 2
+    assert "no test split" in capsys.readouterr().err
+    corpus = tiny_corpus(tmp_path / "c")
+    test = corpus / "test_cuts.jsonl.gz"
+    others = [c for c in CutSet.from_file(test) if c.supervisions[0].language != "en"]
+    assert others  # the tiny corpus has four languages
+    CutSet.from_cuts(others).to_file(test)
+    assert main(["models", "measure", "en_tiny_ctc", "--corpus", str(corpus)]) == 2
+    err = capsys.readouterr().err
+    assert "no utterance in en_tiny_ctc's languages (en)" in err
+    assert main(["models", "measure", "no_such_model", "--corpus", str(corpus)]) == 2
+    assert "no_such_model" in capsys.readouterr().err

@@ -19,7 +19,9 @@
 Everything is written into a staging directory beside ``models/SHIPPED`` and renamed into place
 at the end, so a failed or killed ship leaves the shipped model as it was; an existing one is
 replaced only with ``--overwrite``. ``speechlab models --markdown`` prints the table of
-``models/README.md``.
+``models/README.md``. ``speechlab models measure NAME --corpus DIR`` measures a shipped model
+again the same way on any corpus with a test split (the run corpus rebuilt on another machine,
+or a user's own), beside the figures its card holds.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _cuts(corpus: Path, split: str, languages: list[str], limit: int) -> list[An
         return []
     out: list[Any] = []
     counts: dict[str, int] = {}
-    for cut in CutSet.from_file(path):
+    for cut in CutSet.from_file(path) or []:  # an empty file reads as None
         lang = cut.supervisions[0].language
         if lang in languages and (not limit or counts.get(lang, 0) < limit):
             counts[lang] = counts.get(lang, 0) + 1
@@ -268,6 +270,57 @@ def ship(model: str | Path, name: str, *, to: Path | None = None, corpus: Path |
     return final
 
 
+def measure_package(model: str | Path, corpus: Path, utterances: int = 0) -> dict[str, Any]:
+    """A shipped model (its name or a package's path) measured again, as ``ship`` measured it, on
+    ``corpus`` (a corpus directory with a ``test`` split, e.g. the run corpus rebuilt on
+    another machine, or a user's own): ``{"figures": {...}, "card": {...}}``, the card's being
+    the figures its shipping wrote (``results["shipped"]``), for comparison. A recognizer is
+    measured on the languages it shares with the corpus."""
+    from lhotse import CutSet
+
+    from speechlab.inference import load
+    from speechlab.package import read_card
+    from speechlab.shipped import resolve
+
+    corpus = Path(corpus)
+    test = corpus / "test_cuts.jsonl.gz"
+    path = resolve(model)
+    loaded = load(path)
+    card = read_card(path)
+    if card.kind == "tts":
+        figures = measure_speech(loaded, corpus, utterances)
+    else:
+        if not test.is_file():
+            raise DataError(f"{corpus}: no test split (test_cuts.jsonl.gz) to measure {model} on")
+        present = {c.supervisions[0].language for c in CutSet.from_file(test) or []}
+        languages = [lang for lang in card.languages if lang in present]
+        if not languages:
+            raise DataError(f"{corpus}: its test split has no utterance in {model}'s languages "
+                            f"({', '.join(card.languages)}); it has {', '.join(sorted(present))}")
+        figures = measure(loaded, corpus, languages, utterances)
+    return {"model": str(model), "corpus": str(corpus), "utterances": utterances,
+            "figures": figures, "card": (card.results or {}).get("shipped") or {}}
+
+
+def _run_measure(args: argparse.Namespace) -> int:
+    from speechlab.files import atomic_path
+
+    if args.json is not None and args.json.exists() and not args.overwrite:
+        raise DataError(f"{args.json} already exists; pass --overwrite to replace it")
+    out = measure_package(args.model, args.corpus, args.utterances)
+    rows = [(k, f"{v}", "" if k not in out["card"] else f"{out['card'][k]}")
+            for k, v in out["figures"].items()]
+    header = ("figure", "measured", "card")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    for r in [header, *rows]:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    if args.json is not None:
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return 0
+
+
 def _run_models(args: argparse.Namespace) -> int:
     rows = table_rows()
     if args.markdown:
@@ -320,3 +373,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "words pronounced and added to the lexicon)")
     s.add_argument("--overwrite", action="store_true", help="replace a shipped model")
     s.set_defaults(func=_run_ship)
+    me = msub.add_parser("measure", help="measure a shipped model again, as ship did, on a corpus "
+                                         "(its test and unseen splits), beside its card's figures")
+    me.add_argument("model", metavar="NAME|PACKAGE", help="a shipped model's name or a package")
+    me.add_argument("--corpus", type=Path, required=True,
+                    help="a corpus directory with a test split (test_cuts.jsonl.gz; unseen_cuts"
+                         ".jsonl.gz too where it has one), e.g. a recipe run's OUT/corpus")
+    me.add_argument("--utterances", type=bounded(int, ge=0), default=0,
+                    help="per language and split (0: all)")
+    me.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    me.add_argument("--overwrite", action="store_true", help="replace an existing --json file")
+    me.set_defaults(func=_run_measure)
