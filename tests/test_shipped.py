@@ -328,4 +328,5 @@ def test_measure_refuses_a_corpus_it_cannot_measure_on(ships, monkeypatch, tmp_p
     err = capsys.readouterr().err
     assert "no utterance in en_tiny_ctc's languages (en)" in err
     assert main(["models", "measure", "no_such_model", "--corpus", str(corpus)]) == 2
-    assert "no_such_model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no_such_model: no such package or shipped model (shipped: en_tiny_ctc)" in err

@@ -280,16 +280,18 @@ def measure_package(model: str | Path, corpus: Path, utterances: int = 0) -> dic
 
     from speechlab.inference import load
     from speechlab.package import read_card
-    from speechlab.shipped import resolve
+    from speechlab.shipped import resolve, shipped
 
     corpus = Path(corpus)
     test = corpus / "test_cuts.jsonl.gz"
     path = resolve(model)
-    loaded = load(path)
+    if not path.exists():
+        raise DataError(f"{model}: no such package or shipped model (shipped: "
+                        f"{', '.join(shipped()) or 'none'})")
     card = read_card(path)
-    if card.kind == "tts":
-        figures = measure_speech(loaded, corpus, utterances)
-    else:
+    # the corpus is checked before the model loads (a large graph takes half a minute)
+    languages: list[str] = []
+    if card.kind != "tts":
         if not test.is_file():
             raise DataError(f"{corpus}: no test split (test_cuts.jsonl.gz) to measure {model} on")
         present = {c.supervisions[0].language for c in CutSet.from_file(test) or []}
@@ -297,7 +299,9 @@ def measure_package(model: str | Path, corpus: Path, utterances: int = 0) -> dic
         if not languages:
             raise DataError(f"{corpus}: its test split has no utterance in {model}'s languages "
                             f"({', '.join(card.languages)}); it has {', '.join(sorted(present))}")
-        figures = measure(loaded, corpus, languages, utterances)
+    loaded = load(path)
+    figures = (measure_speech(loaded, corpus, utterances) if card.kind == "tts" else
+               measure(loaded, corpus, languages, utterances))
     return {"model": str(model), "corpus": str(corpus), "utterances": utterances,
             "figures": figures, "card": (card.results or {}).get("shipped") or {}}
 
